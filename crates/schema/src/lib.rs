@@ -1,39 +1,27 @@
 //! `dsh-schema`: lossless JSON and the supported JSON-Schema subset.
 //!
 //! Owns: the lossless-JSON rules (no `-0`, no non-finite numbers, key order kept), the raw
-//! schema subset assertion (`assert_supported`), total value validation with upstream's exact
-//! violation messages (`validate`), the author DSL compiler (upstream's `ValueSchemaSpec`), and
-//! the normaliser that turns a schemars-derived schema into the subset.
+//! schema subset assertion ([`assert_supported`]), total value validation with upstream's exact
+//! violation messages ([`validate`]), the author DSL compiler (upstream's `ValueSchemaSpec`,
+//! [`compile_parameters`] / [`compile_value`]), and the normaliser that turns a schemars-derived
+//! schema into the subset ([`parameters_for`], [`value_schema_for`]).
 //! Must not depend on: any other dsh crate, async, I/O. Every walk is iterative, so depth is
-//! bounded by memory, never by the call stack.
+//! bounded by memory, never by the call stack ([`drop_deep`] / [`clone_deep`] / [`json_eq`]
+//! exist because `serde_json::Value`'s own `Drop`/`Clone`/`PartialEq` recurse).
 
-// NOTE: the bodies below are placeholders while the crate is being written; the signatures are
-// the contract other crates build against.
+mod derive;
+mod dsl;
+mod error;
+mod json;
+mod path;
+mod subset;
+mod validate;
 
-use serde_json::Value;
-
-/// A schema outside the supported subset. Displays as `unsupported JSON schema: <v1>; <v2>…`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unsupported JSON schema: {}", violations.join("; "))]
-pub struct SchemaError {
-    pub violations: Vec<String>,
-}
-
-/// `true` when `value` is lossless JSON: every number finite and not negative zero.
-pub fn is_lossless(value: &Value) -> bool {
-    let _ = value;
-    true
-}
-
-/// Checks that `schema` uses only the supported subset; collects every violation.
-pub fn assert_supported(schema: &Value) -> Result<(), SchemaError> {
-    let _ = schema;
-    Ok(())
-}
-
-/// Validates `value` against `schema`. Total: returns every violation, empty when valid.
-/// `root` is the display root: `""` shows as `arguments` (parameters), `"value"` for outputs.
-pub fn validate(schema: &Value, value: &Value, root: &str) -> Vec<String> {
-    let _ = (schema, value, root);
-    Vec::new()
-}
+pub use derive::{normalize_schemars, parameters_for, value_schema_for};
+pub use dsl::{compile_parameters, compile_value};
+pub use error::SchemaError;
+pub use json::{
+    clone_deep, drop_deep, is_lossless, is_lossless_number, js_number, json_eq, to_js_json,
+};
+pub use subset::{TYPES, assert_object_schema, assert_supported};
+pub use validate::validate;
