@@ -1,0 +1,243 @@
+//! One DeepSeek attempt as a pull-driven chunk stream: send, check status, frame SSE, translate,
+//! all under the caller's cancel token and the idle watchdog.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use dsh_protocol::FinishReason;
+use dsh_protocol::LlmFailure;
+use dsh_protocol::StreamChunk;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header::HeaderMap;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::http_error::failure_from_http;
+use super::sse::SseItem;
+use super::sse::SseParser;
+use super::translate::Outcome;
+use super::translate::Translator;
+use crate::ChunkStream;
+use crate::codes;
+
+/// Error bodies are read for their message only; a misbehaving server must not make us buffer
+/// without bound.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Everything one attempt needs, prepared (and validated) by the adapter.
+pub(crate) struct Attempt {
+    pub(crate) client: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) base_url: String,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Vec<u8>,
+    pub(crate) idle_timeout: Duration,
+    /// The API key, only to scrub it from any text that leaves the adapter.
+    pub(crate) secret: String,
+}
+
+/// A stream holding exactly one chunk: the finish for a failure found before any I/O.
+pub(crate) fn failed(failure: LlmFailure) -> ChunkStream {
+    let reason = if failure.code == codes::ABORTED {
+        FinishReason::Aborted { failure }
+    } else {
+        FinishReason::Error { failure }
+    };
+    futures::stream::iter([StreamChunk::Finish {
+        reason,
+        replay_state: None,
+    }])
+    .boxed()
+}
+
+pub(crate) fn run(attempt: Attempt, cancel: CancellationToken) -> ChunkStream {
+    let state = State {
+        attempt,
+        cancel,
+        sent: false,
+        body: None,
+        parser: SseParser::new(),
+        translator: Translator::new(),
+        queue: VecDeque::new(),
+        done: false,
+    };
+    futures::stream::unfold(state, |mut state| async move {
+        let chunk = state.next().await?;
+        Some((chunk, state))
+    })
+    .boxed()
+}
+
+struct State {
+    attempt: Attempt,
+    cancel: CancellationToken,
+    sent: bool,
+    /// `None` before sending and after EOF.
+    body: Option<BoxStream<'static, reqwest::Result<Bytes>>>,
+    parser: SseParser,
+    translator: Translator,
+    queue: VecDeque<StreamChunk>,
+    done: bool,
+}
+
+impl State {
+    async fn next(&mut self) -> Option<StreamChunk> {
+        if self.queue.is_empty()
+            && !self.done
+            && let Err(reason) = self.pump().await
+        {
+            self.queue.clear();
+            self.queue.push_back(StreamChunk::Finish {
+                reason,
+                replay_state: None,
+            });
+            self.done = true;
+            self.body = None;
+        }
+        self.queue.pop_front()
+    }
+
+    /// Runs until at least one chunk is queued or the stream is done. The watchdog deadline is
+    /// armed here, i.e. only while the consumer waits; comments re-arm it, data that yields no
+    /// chunk does not.
+    async fn pump(&mut self) -> Result<(), FinishReason> {
+        let idle = self.attempt.idle_timeout;
+        let mut deadline = Instant::now() + idle;
+        if !self.sent {
+            self.sent = true;
+            let response = self.send(deadline).await?;
+            self.body = Some(response.bytes_stream().boxed());
+            deadline = Instant::now() + idle;
+        }
+        loop {
+            while let Some(item) = self.parser.next_item() {
+                match item {
+                    SseItem::Comment => deadline = Instant::now() + idle,
+                    SseItem::Data(data) => match self.translator.on_data(&data) {
+                        Ok(Outcome::Chunks(chunks)) => self.queue.extend(chunks),
+                        Ok(Outcome::Done(chunks)) => {
+                            // Anything after [DONE] is ignored: stop reading.
+                            self.queue.extend(chunks);
+                            self.done = true;
+                            self.body = None;
+                            return Ok(());
+                        }
+                        Err(failure) => return Err(self.error(failure)),
+                    },
+                }
+                if !self.queue.is_empty() {
+                    return Ok(());
+                }
+            }
+            let Some(body) = self.body.as_mut() else {
+                return Err(self.error(closed()));
+            };
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(aborted()),
+                () = tokio::time::sleep_until(deadline) => return Err(self.error(timeout(idle))),
+                next = body.next() => match next {
+                    Some(Ok(bytes)) => self.parser.feed(&bytes),
+                    Some(Err(error)) => {
+                        tracing::warn!(base_url = %self.attempt.base_url, %error, "DeepSeek stream read failed");
+                        let message = format!("DeepSeek API stream from {} failed", self.attempt.base_url);
+                        return Err(self.error(LlmFailure::new(codes::TRANSPORT, message)));
+                    }
+                    None => {
+                        self.parser.end_of_input();
+                        self.body = None;
+                    }
+                },
+            }
+        }
+    }
+
+    async fn send(&mut self, deadline: Instant) -> Result<reqwest::Response, FinishReason> {
+        let attempt = &mut self.attempt;
+        tracing::debug!(url = %attempt.url, bytes = attempt.body.len(), "DeepSeek request");
+        let request = attempt
+            .client
+            .post(&attempt.url)
+            .headers(attempt.headers.clone())
+            .body(std::mem::take(&mut attempt.body))
+            .send();
+        let response = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return Err(aborted()),
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(self.error(timeout(self.attempt.idle_timeout)));
+            }
+            response = request => response,
+        };
+        let response = match response {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::warn!(base_url = %self.attempt.base_url, %error, "DeepSeek request failed");
+                let message = format!("DeepSeek API request to {} failed", self.attempt.base_url);
+                return Err(self.error(LlmFailure::new(codes::TRANSPORT, message)));
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            if status.as_u16() == 204 || status.as_u16() == 205 {
+                let failure = LlmFailure::new(
+                    codes::EMPTY_RESPONSE,
+                    "DeepSeek API returned no response body",
+                );
+                return Err(self.error(failure));
+            }
+            return Ok(response);
+        }
+        let headers = response.headers().clone();
+        let body = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => return Err(aborted()),
+            () = tokio::time::sleep(self.attempt.idle_timeout) => String::new(),
+            body = read_limited(response) => body,
+        };
+        let failure = failure_from_http(status.as_u16(), &headers, &body, SystemTime::now());
+        Err(self.error(failure))
+    }
+
+    /// An error finish with the key scrubbed from its text (a server may echo what it got).
+    fn error(&self, mut failure: LlmFailure) -> FinishReason {
+        if !self.attempt.secret.is_empty() && failure.message.contains(&self.attempt.secret) {
+            failure.message = failure.message.replace(&self.attempt.secret, "[REDACTED]");
+        }
+        tracing::debug!(code = %failure.code, status = ?failure.status, "DeepSeek attempt failed");
+        FinishReason::Error { failure }
+    }
+}
+
+async fn read_limited(response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(bytes)) = stream.next().await {
+        body.extend_from_slice(&bytes);
+        if body.len() >= MAX_ERROR_BODY {
+            body.truncate(MAX_ERROR_BODY);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+pub(crate) fn aborted() -> FinishReason {
+    FinishReason::Aborted {
+        failure: LlmFailure::new(codes::ABORTED, "DeepSeek API request aborted"),
+    }
+}
+
+fn timeout(idle: Duration) -> LlmFailure {
+    LlmFailure::new(
+        codes::TIMEOUT,
+        format!("DeepSeek stream idle timeout after {}ms", idle.as_millis()),
+    )
+}
+
+fn closed() -> LlmFailure {
+    LlmFailure::new(codes::STREAM_CLOSED, "SSE stream ended without [DONE]")
+}

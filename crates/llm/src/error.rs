@@ -1,0 +1,56 @@
+//! The crate's error type and the canonical failure codes.
+
+use dsh_protocol::LlmFailure;
+
+/// Canonical failure codes (`LlmFailure::code`).
+pub mod codes {
+    pub const ABORTED: &str = "ABORTED";
+    pub const AUTH: &str = "AUTH";
+    pub const CONTEXT_WINDOW_EXCEEDED: &str = "CONTEXT_WINDOW_EXCEEDED";
+    pub const EMPTY_RESPONSE: &str = "EMPTY_RESPONSE";
+    pub const INVALID_CONFIG: &str = "INVALID_CONFIG";
+    pub const INVALID_CREDENTIAL: &str = "INVALID_CREDENTIAL";
+    pub const INVALID_REQUEST: &str = "INVALID_REQUEST";
+    pub const MALFORMED_RESPONSE: &str = "MALFORMED_RESPONSE";
+    pub const MISSING_CREDENTIAL: &str = "MISSING_CREDENTIAL";
+    pub const QUOTA: &str = "QUOTA";
+    pub const RATE_LIMIT: &str = "RATE_LIMIT";
+    pub const SERVER: &str = "SERVER";
+    pub const STREAM_CLOSED: &str = "STREAM_CLOSED";
+    pub const TIMEOUT: &str = "TIMEOUT";
+    pub const TRANSPORT: &str = "TRANSPORT";
+    pub const UNKNOWN_BLOCK_TYPE: &str = "UNKNOWN_BLOCK_TYPE";
+    pub const UNSUPPORTED_CONTENT: &str = "UNSUPPORTED_CONTENT";
+    pub const UNSUPPORTED_REASONING_EFFORT: &str = "UNSUPPORTED_REASONING_EFFORT";
+}
+
+/// Errors raised outside a stream (construction, assembly). Failures of a provider attempt are
+/// not errors: they arrive in-band as a `finish` chunk.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmError {
+    /// The adapter configuration is unusable; fails at load, not per request.
+    #[error("invalid model adapter configuration: {reason}")]
+    InvalidConfig { reason: String },
+    /// The HTTP client could not be built (TLS backend, …).
+    #[error("cannot build the HTTP client: {reason}")]
+    Client { reason: String },
+    /// A block opened with a type the assembler cannot build from deltas was never closed.
+    #[error("cannot assemble open block {index} of unknown type `{block_type}`")]
+    UnknownBlockType { index: u32, block_type: String },
+}
+
+impl LlmError {
+    /// The canonical code for this error, as it would appear in a failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidConfig { .. } => codes::INVALID_CONFIG,
+            Self::Client { .. } => codes::TRANSPORT,
+            Self::UnknownBlockType { .. } => codes::UNKNOWN_BLOCK_TYPE,
+        }
+    }
+
+    pub fn to_failure(&self) -> LlmFailure {
+        LlmFailure::new(self.code(), self.to_string())
+    }
+}

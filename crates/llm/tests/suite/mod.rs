@@ -1,0 +1,4 @@
+mod conformance;
+mod errors;
+mod server;
+mod stream;
