@@ -1,0 +1,182 @@
+//! `bash` with `run_in_background`: a stream job in the jobs runtime. No timeout applies; the
+//! job is stopped by `job_kill` (SIGTERM to the group, SIGKILL after the grace period) or by
+//! owner disposal.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::bash::BashArgs;
+use crate::bash::capture_config;
+use crate::bash::resolve_workdir;
+use crate::capture::Capture;
+use crate::context::ShellContext;
+use crate::error::ShellError;
+use crate::jobs::JobOutcome;
+use crate::jobs::JobProducer;
+use crate::jobs::JobRun;
+use crate::jobs::JobSpec;
+use crate::jobs::JobStatus;
+use crate::process;
+
+/// Starts the command as job `bash-<n>` and returns its id.
+pub(crate) fn start_bash_job(
+    args: &BashArgs,
+    ctx: &ShellContext,
+    cancel: &CancellationToken,
+) -> Result<String, ShellError> {
+    let Some(jobs) = ctx.jobs.as_ref() else {
+        return Err(ShellError::plain(
+            "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs",
+        ));
+    };
+    if cancel.is_cancelled() {
+        return Err(ShellError::aborted());
+    }
+    let spec = JobSpec {
+        kind: "bash".into(),
+        label: args.command.clone(),
+        owner: ctx.owner.clone(),
+        output_limit_bytes: None,
+    };
+    jobs.start(spec, || Ok(spawn_job(args, ctx)))
+}
+
+struct BashJob {
+    stdout: Capture,
+    stderr: Capture,
+    stop: Notify,
+    /// `spawn failed: …`, delivered once as a stderr section.
+    spawn_failure: Mutex<Option<String>>,
+}
+
+impl JobProducer for BashJob {
+    fn cancel(&self, _reason: Option<&str>) -> Result<(), String> {
+        self.stop.notify_one();
+        Ok(())
+    }
+
+    fn read_output(&self) -> Option<String> {
+        let out = self.stdout.read_delta();
+        let mut err = self.stderr.read_delta();
+        if err.text.is_empty()
+            && let Some(failure) = self
+                .spawn_failure
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take()
+        {
+            err.text = failure;
+        }
+        let mut text = out.text;
+        if !err.text.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str("[stderr]\n");
+            text.push_str(&err.text);
+        }
+        if out.lossy || err.lossy {
+            let paths: Vec<String> = [self.stdout.spill_path(), self.stderr.spill_path()]
+                .into_iter()
+                .flatten()
+                .collect();
+            let paths = if paths.is_empty() {
+                "(unavailable)".to_owned()
+            } else {
+                paths.join(", ")
+            };
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "[some output was dropped from memory; full output: {paths}]"
+            ));
+        }
+        Some(text)
+    }
+}
+
+fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
+    let cwd = resolve_workdir(args, ctx);
+    let spawned = process::spawn_shell(
+        &args.command,
+        &cwd,
+        &ctx.child_env(),
+        capture_config(ctx, "stdout"),
+        capture_config(ctx, "stderr"),
+    );
+    let grace = Duration::from_millis(ctx.config.grace_ms);
+    let mut proc = match spawned {
+        Ok(proc) => proc,
+        Err(err) => {
+            // Not a tool error: the job exists and settles as killed before exit.
+            let message = format!(
+                "spawn failed: Error: {}",
+                process::spawn_error_message(&err)
+            );
+            let job = Arc::new(BashJob {
+                stdout: Capture::new(),
+                stderr: Capture::new(),
+                stop: Notify::new(),
+                spawn_failure: Mutex::new(Some(message)),
+            });
+            let done = async {
+                Ok(JobOutcome {
+                    status: JobStatus::Killed,
+                    detail: Some("killed before exit".into()),
+                    output: None,
+                })
+            };
+            return JobRun {
+                producer: job,
+                done: done.boxed(),
+            };
+        }
+    };
+    let producer = Arc::new(BashJob {
+        stdout: proc.stdout.clone(),
+        stderr: proc.stderr.clone(),
+        stop: Notify::new(),
+        spawn_failure: Mutex::new(None),
+    });
+    let watcher = Arc::clone(&producer);
+    let done = async move {
+        let mut stopped = false;
+        let status = tokio::select! {
+            status = proc.child.wait() => status,
+            () = watcher.stop.notified() => {
+                stopped = true;
+                proc.terminate(grace).await
+            }
+        };
+        proc.finish(stopped).await;
+        let status = status.map_err(|err| format!("failed to wait for bash: {err}"))?;
+        let (code, signal) = process::exit_parts(&status);
+        Ok(match (signal, code) {
+            (Some(sig), _) => JobOutcome {
+                status: JobStatus::Killed,
+                detail: Some(format!("signal: {sig}")),
+                output: None,
+            },
+            (None, Some(code)) => JobOutcome {
+                status: JobStatus::Completed,
+                detail: Some(format!("exit code: {code}")),
+                output: None,
+            },
+            (None, None) => JobOutcome {
+                status: JobStatus::Killed,
+                detail: Some("killed before exit".into()),
+                output: None,
+            },
+        })
+    };
+    JobRun {
+        producer,
+        done: done.boxed(),
+    }
+}

@@ -1,0 +1,426 @@
+//! The `bash` tool (§2.1): arguments, canonical value, execution, model text and cards.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use dsh_protocol::ContentBlock;
+use serde::Deserialize;
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::background;
+use crate::capture::CaptureConfig;
+use crate::cards::ToolCallKind;
+use crate::cards::ToolCallView;
+use crate::cards::ToolResultView;
+use crate::cards::console_card;
+use crate::context::ShellContext;
+use crate::error::ShellError;
+use crate::error::js_number;
+use crate::process;
+use crate::texts;
+
+/// The tool name.
+pub const BASH_TOOL_NAME: &str = "bash";
+
+/// A wider sandbox mode requested for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxPermissions {
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl SandboxPermissions {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkspaceWrite => "workspace-write",
+            Self::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+/// `bash` arguments, with upstream's parameter names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BashArgs {
+    pub command: String,
+    pub description: String,
+    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_in_background: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_permissions: Option<SandboxPermissions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub justification: Option<String>,
+}
+
+impl BashArgs {
+    /// A foreground call with no options.
+    pub fn new(command: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            description: description.into(),
+            timeout_ms: None,
+            workdir: None,
+            run_in_background: None,
+            sandbox_permissions: None,
+            justification: None,
+        }
+    }
+}
+
+/// One stream of a foreground run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamText {
+    pub text: String,
+    pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_path: Option<String>,
+}
+
+/// The canonical value of a `bash` call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(
+    tag = "kind",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
+pub enum BashOutput {
+    Foreground {
+        exit_code: Option<i32>,
+        signal: Option<String>,
+        timed_out: bool,
+        aborted: bool,
+        timeout_ms: f64,
+        stdout: StreamText,
+        stderr: StreamText,
+    },
+    Background {
+        job_id: String,
+    },
+}
+
+/// The model-facing description for a composition.
+pub fn bash_description(run_in_background: bool, confining: bool) -> String {
+    let last = if run_in_background {
+        texts::BASH_BACKGROUND_ENABLED
+    } else {
+        texts::BASH_BACKGROUND_DISABLED
+    };
+    let mut text = format!("{} {last}", texts::BASH_DESCRIPTION_CORE);
+    if confining {
+        text.push(' ');
+        text.push_str(texts::BASH_ESCALATION_PARAGRAPH);
+    }
+    text
+}
+
+/// The parameter schema upstream sends: background and sandbox fields only when offered.
+pub fn bash_parameters(run_in_background: bool, confining: bool) -> Value {
+    let mut properties = serde_json::Map::new();
+    properties.insert(
+        "command".into(),
+        json!({"type": "string", "description": texts::BASH_PARAM_COMMAND}),
+    );
+    properties.insert(
+        "description".into(),
+        json!({"type": "string", "description": texts::BASH_PARAM_DESCRIPTION}),
+    );
+    properties.insert(
+        "timeoutMs".into(),
+        json!({"type": "number", "description": texts::BASH_PARAM_TIMEOUTMS}),
+    );
+    properties.insert(
+        "workdir".into(),
+        json!({"type": "string", "description": texts::BASH_PARAM_WORKDIR}),
+    );
+    if run_in_background {
+        properties.insert(
+            "run_in_background".into(),
+            json!({"type": "boolean", "description": texts::BASH_PARAM_RUN_IN_BACKGROUND}),
+        );
+    }
+    if confining {
+        properties.insert(
+            "sandbox_permissions".into(),
+            json!({
+                "type": "string",
+                "description": texts::BASH_PARAM_SANDBOX_PERMISSIONS,
+                "enum": ["workspace-write", "danger-full-access"],
+            }),
+        );
+        properties.insert(
+            "justification".into(),
+            json!({"type": "string", "description": texts::BASH_PARAM_JUSTIFICATION}),
+        );
+    }
+    json!({"type": "object", "properties": properties, "required": ["command", "description"]})
+}
+
+/// Checks done in the tool body before anything runs (upstream's exact texts).
+pub fn validate(args: &BashArgs, ctx: &ShellContext) -> Result<(), ShellError> {
+    if args.command.trim().is_empty() {
+        return Err(ShellError::plain(
+            "invalid command: expected a non-empty string",
+        ));
+    }
+    if args.description.trim().is_empty() {
+        return Err(ShellError::plain(
+            "invalid description: expected a non-empty string",
+        ));
+    }
+    if let Some(timeout) = args.timeout_ms
+        && !(timeout.is_finite() && timeout > 0.0)
+    {
+        return Err(ShellError::plain(format!(
+            "invalid timeoutMs: expected a positive number, got {}",
+            js_number(timeout)
+        )));
+    }
+    match (&args.sandbox_permissions, &args.justification) {
+        (Some(_), None) => {
+            return Err(ShellError::plain(
+                "invalid escalation: sandbox_permissions requires a justification",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ShellError::plain(
+                "invalid escalation: justification is only valid together with sandbox_permissions",
+            ));
+        }
+        (Some(_), Some(j)) if j.trim().is_empty() => {
+            return Err(ShellError::plain(
+                "invalid justification: expected a non-empty sentence",
+            ));
+        }
+        _ => {}
+    }
+    if args.sandbox_permissions.is_some() {
+        // This executor never confines, so there is nothing to escalate from.
+        return Err(ShellError::plain(
+            "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)",
+        ));
+    }
+    if args.run_in_background == Some(true) && !ctx.config.enable_run_in_background {
+        return Err(ShellError::plain(
+            "run_in_background is disabled for this deployment (enableRunInBackground: false)",
+        ));
+    }
+    Ok(())
+}
+
+/// The working directory: the session cwd, or `workdir` resolved against it.
+pub fn resolve_workdir(args: &BashArgs, ctx: &ShellContext) -> PathBuf {
+    match args.workdir.as_deref() {
+        Some(dir) if !dir.is_empty() => ctx.cwd.join(dir),
+        _ => ctx.cwd.clone(),
+    }
+}
+
+pub(crate) fn capture_config(ctx: &ShellContext, stream: &str) -> CaptureConfig {
+    CaptureConfig {
+        max_tail: ctx.config.max_output_bytes,
+        max_spill: ctx.config.max_spill_bytes,
+        spill: Some(ctx.spill.clone()),
+        session_id: ctx.session_id.clone(),
+        spill_name: format!("bash-{stream}.txt"),
+    }
+}
+
+/// Runs one `bash` call.
+pub async fn run(
+    args: BashArgs,
+    ctx: &ShellContext,
+    cancel: CancellationToken,
+) -> Result<BashOutput, ShellError> {
+    validate(&args, ctx)?;
+    if args.run_in_background == Some(true) {
+        return background::start_bash_job(&args, ctx, &cancel)
+            .map(|job_id| BashOutput::Background { job_id });
+    }
+    if cancel.is_cancelled() {
+        return Err(ShellError::aborted());
+    }
+    let timeout_ms = args
+        .timeout_ms
+        .unwrap_or(ctx.config.timeout_ms as f64)
+        .min(ctx.config.max_timeout_ms as f64);
+    let cwd = resolve_workdir(&args, ctx);
+    let env = ctx.child_env();
+    let mut proc = process::spawn_shell(
+        &args.command,
+        &cwd,
+        &env,
+        capture_config(ctx, "stdout"),
+        capture_config(ctx, "stderr"),
+    )
+    .map_err(|err| ShellError::plain(process::spawn_error_message(&err)))?;
+
+    let deadline = tokio::time::sleep(Duration::from_secs_f64(timeout_ms / 1000.0));
+    let mut timed_out = false;
+    let mut aborted = false;
+    let status = tokio::select! {
+        status = proc.child.wait() => status,
+        () = deadline => {
+            timed_out = true;
+            let grace = Duration::from_millis(ctx.config.grace_ms);
+            tokio::select! {
+                status = proc.terminate(grace) => status,
+                () = cancel.cancelled() => { aborted = true; proc.kill_now().await }
+            }
+        }
+        () = cancel.cancelled() => {
+            aborted = true;
+            proc.kill_now().await
+        }
+    };
+    let stdout = proc.stdout.clone();
+    let stderr = proc.stderr.clone();
+    proc.finish(timed_out || aborted).await;
+    if aborted {
+        return Err(ShellError::aborted());
+    }
+    let status =
+        status.map_err(|err| ShellError::plain(format!("failed to wait for bash: {err}")))?;
+    let (exit_code, signal) = process::exit_parts(&status);
+    let to_stream = |snap: crate::capture::StreamSnapshot| StreamText {
+        text: snap.text,
+        truncated: snap.truncated,
+        spill_path: snap.spill_path,
+    };
+    Ok(BashOutput::Foreground {
+        exit_code,
+        signal,
+        timed_out,
+        aborted,
+        timeout_ms,
+        stdout: to_stream(stdout.snapshot()),
+        stderr: to_stream(stderr.snapshot()),
+    })
+}
+
+/// The model-facing text of a `bash` result.
+pub fn render_text(output: &BashOutput) -> String {
+    let BashOutput::Foreground {
+        exit_code,
+        signal,
+        timed_out,
+        timeout_ms,
+        stdout,
+        stderr,
+        ..
+    } = output
+    else {
+        let BashOutput::Background { job_id } = output else {
+            return String::new();
+        };
+        return format!("started background job {job_id}");
+    };
+    let stream = |s: &StreamText| {
+        if s.truncated {
+            let path = s.spill_path.as_deref().unwrap_or("(unavailable)");
+            format!("{}\n[output truncated; full output: {path}]", s.text)
+        } else {
+            s.text.clone()
+        }
+    };
+    let mut body = stream(stdout);
+    let err_text = stream(stderr);
+    if !err_text.is_empty() {
+        if !body.is_empty() && !body.ends_with('\n') {
+            body.push('\n');
+        }
+        body.push_str("[stderr]\n");
+        body.push_str(&err_text);
+    }
+    if body.is_empty() {
+        body.push_str("(no output)");
+    }
+    let mut markers = Vec::new();
+    if *timed_out {
+        markers.push(format!("[timed out after {}ms]", js_number(*timeout_ms)));
+    }
+    match (signal, exit_code) {
+        (Some(sig), _) => markers.push(format!("[killed by signal: {sig}]")),
+        (None, Some(code)) if *code != 0 => markers.push(format!("[exit code: {code}]")),
+        _ => {}
+    }
+    if !markers.is_empty() {
+        if !body.ends_with('\n') {
+            body.push('\n');
+        }
+        body.push_str(&markers.join("\n"));
+    }
+    body
+}
+
+/// `render(args, value)`: one text block.
+pub fn render(_args: &BashArgs, output: &BashOutput) -> Vec<ContentBlock> {
+    vec![ContentBlock::text(render_text(output))]
+}
+
+/// The pending card.
+pub fn present_call(args: &BashArgs) -> ToolCallView {
+    if args.run_in_background == Some(true) {
+        return ToolCallView::Generic {
+            title: args.command.clone(),
+            kind: Some(ToolCallKind::Execute),
+            raw_input: Some(Value::String(args.command.clone())),
+            content: Some(vec![ContentBlock::text(args.description.clone())]),
+        };
+    }
+    ToolCallView::Terminal {
+        title: args.command.clone(),
+        description: Some(args.description.clone()),
+        cwd: args.workdir.clone(),
+    }
+}
+
+/// The completed card, from the durable result only (replay-safe).
+pub fn present_result(args: &BashArgs, content: &[ContentBlock], is_error: bool) -> ToolResultView {
+    let text = dsh_protocol::text_of(content);
+    if is_error || args.run_in_background == Some(true) {
+        return console_card(&text);
+    }
+    let (output, exit_code, signal) = parse_terminal_marker(&text);
+    ToolResultView::Terminal {
+        title: None,
+        output: Some(output),
+        exit_code,
+        signal,
+    }
+}
+
+/// Splits a trailing `\n[killed by signal: X]` or `\n[exit code: N]` off the result text.
+pub fn parse_terminal_marker(text: &str) -> (String, Option<i64>, Option<String>) {
+    if let Some(line_start) = text.rfind('\n') {
+        let last = &text[line_start + 1..];
+        let head = text[..line_start].to_owned();
+        if let Some(sig) = last
+            .strip_prefix("[killed by signal: ")
+            .and_then(|s| s.strip_suffix(']'))
+            && !sig.is_empty()
+            && !sig.contains(['\n', ']'])
+        {
+            return (head, None, Some(sig.to_owned()));
+        }
+        if let Some(code) = last
+            .strip_prefix("[exit code: ")
+            .and_then(|s| s.strip_suffix(']'))
+            .and_then(|s| s.parse::<i64>().ok())
+        {
+            return (head, Some(code), None);
+        }
+    }
+    (text.to_owned(), Some(0), None)
+}
+
+#[cfg(test)]
+#[path = "bash_tests.rs"]
+mod tests;

@@ -1,0 +1,363 @@
+//! Bounded stream capture: keeps the last `max_tail` bytes of a pipe in memory and writes the
+//! full stream to a spill file, so any amount of output costs O(max_tail) memory.
+//!
+//! The spill file is created lazily, the moment the stream first outgrows the in-memory tail:
+//! until then the ring holds the whole stream, which is flushed to the file before anything is
+//! dropped. Streams that fit never leave a file behind.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::MutexGuard;
+
+use tokio::io::AsyncRead;
+use tokio::io::AsyncReadExt;
+
+use crate::spill::SpillStore;
+
+/// Limits and destination of one captured stream.
+#[derive(Debug, Clone)]
+pub struct CaptureConfig {
+    pub max_tail: usize,
+    pub max_spill: u64,
+    pub spill: Option<Arc<SpillStore>>,
+    pub session_id: String,
+    pub spill_name: String,
+}
+
+#[derive(Debug)]
+enum SpillState {
+    NotNeeded,
+    Writing(PathBuf),
+    /// Creating or writing failed, or the stream outgrew `max_spill`.
+    Unavailable,
+}
+
+#[derive(Debug)]
+struct Buffer {
+    ring: VecDeque<u8>,
+    total: u64,
+    /// Absolute offset of the next consuming read.
+    cursor: u64,
+    spill: SpillState,
+    eof: bool,
+}
+
+/// Shared view of one stream, readable while the capture task runs.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    inner: Arc<Mutex<Buffer>>,
+}
+
+/// The final state of a stream, as the bash tool reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSnapshot {
+    pub text: String,
+    pub truncated: bool,
+    pub spill_path: Option<String>,
+}
+
+/// One consuming read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delta {
+    pub text: String,
+    /// Some unread bytes had already left the in-memory tail.
+    pub lossy: bool,
+}
+
+impl Default for Capture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Capture {
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Buffer {
+                ring: VecDeque::new(),
+                total: 0,
+                cursor: 0,
+                spill: SpillState::NotNeeded,
+                eof: false,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Buffer> {
+        // A poisoned lock only means a reader panicked mid-update; the bytes are still usable.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drains `reader` to EOF (or error), updating the shared buffer and the spill file.
+    pub async fn pump<R: AsyncRead + Unpin>(&self, mut reader: R, config: &CaptureConfig) {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut file: Option<std::fs::File> = None;
+        let mut written: u64 = 0;
+        loop {
+            let n = match reader.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(err) => {
+                    tracing::debug!(%err, "stream read failed; treating as EOF");
+                    break;
+                }
+            };
+            let chunk = &buf[..n];
+            let mut start_spill: Option<Vec<u8>> = None;
+            {
+                let mut state = self.lock();
+                state.total += n as u64;
+                if matches!(state.spill, SpillState::NotNeeded)
+                    && state.total > config.max_tail as u64
+                {
+                    start_spill = Some(state.ring.iter().copied().collect());
+                }
+                state.ring.extend(chunk);
+                let excess = state.ring.len().saturating_sub(config.max_tail);
+                state.ring.drain(..excess);
+            }
+            if let Some(prefix) = start_spill {
+                file = self.open_spill(config);
+                if let Some(f) = file.as_mut() {
+                    if f.write_all(&prefix).is_err() {
+                        file = self.give_up_spill();
+                    } else {
+                        written = prefix.len() as u64;
+                    }
+                }
+            }
+            if let Some(f) = file.as_mut() {
+                written += n as u64;
+                if written > config.max_spill || f.write_all(chunk).is_err() {
+                    file = self.give_up_spill();
+                }
+            }
+        }
+        if let Some(mut f) = file {
+            let _ = f.flush();
+        }
+        self.lock().eof = true;
+    }
+
+    fn open_spill(&self, config: &CaptureConfig) -> Option<std::fs::File> {
+        let created = config
+            .spill
+            .as_ref()
+            .map(|store| store.create(&config.session_id, &config.spill_name));
+        let mut state = self.lock();
+        match created {
+            Some(Ok((path, file))) => {
+                state.spill = SpillState::Writing(path);
+                Some(file)
+            }
+            Some(Err(err)) => {
+                tracing::warn!(%err, "could not create a stream spill file");
+                state.spill = SpillState::Unavailable;
+                None
+            }
+            None => {
+                state.spill = SpillState::Unavailable;
+                None
+            }
+        }
+    }
+
+    /// Drops the spill (a partial file is worse than none: it would claim to be the full output).
+    fn give_up_spill(&self) -> Option<std::fs::File> {
+        let mut state = self.lock();
+        if let SpillState::Writing(path) = &state.spill {
+            let _ = std::fs::remove_file(path);
+        }
+        state.spill = SpillState::Unavailable;
+        None
+    }
+
+    /// Total bytes seen so far.
+    pub fn total(&self) -> u64 {
+        self.lock().total
+    }
+
+    pub fn is_eof(&self) -> bool {
+        self.lock().eof
+    }
+
+    /// The path of the full-stream spill file, if one exists.
+    pub fn spill_path(&self) -> Option<String> {
+        match &self.lock().spill {
+            SpillState::Writing(path) => Some(path.to_string_lossy().into_owned()),
+            SpillState::NotNeeded | SpillState::Unavailable => None,
+        }
+    }
+
+    /// The retained tail and whether anything was dropped.
+    pub fn snapshot(&self) -> StreamSnapshot {
+        let state = self.lock();
+        let truncated = state.total > state.ring.len() as u64;
+        let bytes: Vec<u8> = state.ring.iter().copied().collect();
+        let spill_path = match &state.spill {
+            SpillState::Writing(path) => Some(path.to_string_lossy().into_owned()),
+            SpillState::NotNeeded | SpillState::Unavailable => None,
+        };
+        let bytes = if truncated {
+            skip_partial_char(&bytes)
+        } else {
+            &bytes[..]
+        };
+        StreamSnapshot {
+            text: String::from_utf8_lossy(bytes).into_owned(),
+            truncated,
+            spill_path,
+        }
+    }
+
+    /// Consumes everything written since the previous read. A multi-byte character split at the
+    /// end of the available bytes is held back until it completes (or the stream ends).
+    pub fn read_delta(&self) -> Delta {
+        let mut state = self.lock();
+        let first_kept = state.total - state.ring.len() as u64;
+        let lossy = state.cursor < first_kept;
+        if lossy {
+            state.cursor = first_kept;
+        }
+        let offset = usize::try_from(state.cursor - first_kept).unwrap_or(usize::MAX);
+        let bytes: Vec<u8> = state.ring.iter().skip(offset).copied().collect();
+        let bytes = if lossy {
+            skip_partial_char(&bytes).to_vec()
+        } else {
+            bytes
+        };
+        let skipped = state.ring.len().saturating_sub(offset) - bytes.len();
+        let usable = if state.eof {
+            bytes.len()
+        } else {
+            complete_prefix_len(&bytes)
+        };
+        state.cursor += (skipped + usable) as u64;
+        Delta {
+            text: String::from_utf8_lossy(&bytes[..usable]).into_owned(),
+            lossy,
+        }
+    }
+}
+
+/// Skips UTF-8 continuation bytes at the start of a cut buffer.
+fn skip_partial_char(bytes: &[u8]) -> &[u8] {
+    let skip = bytes
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0xC0) == 0x80)
+        .count();
+    &bytes[skip..]
+}
+
+/// Length of `bytes` without a trailing incomplete UTF-8 sequence.
+fn complete_prefix_len(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(err) if err.error_len().is_none() => err.valid_up_to(),
+        Err(_) => {
+            // Invalid bytes mid-stream are passed through lossily; only an incomplete tail is held.
+            let tail_start = bytes.len().saturating_sub(3);
+            (tail_start..bytes.len())
+                .find(|&i| {
+                    std::str::from_utf8(&bytes[i..])
+                        .is_err_and(|e| e.error_len().is_none() && e.valid_up_to() == 0)
+                })
+                .unwrap_or(bytes.len())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(store: Option<Arc<SpillStore>>, max_tail: usize, max_spill: u64) -> CaptureConfig {
+        CaptureConfig {
+            max_tail,
+            max_spill,
+            spill: store,
+            session_id: "s".into(),
+            spill_name: "out.txt".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn small_stream_is_kept_whole_without_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SpillStore::new(dir.path()));
+        let cap = Capture::new();
+        cap.pump(&b"hello\n"[..], &config(Some(store), 10, 100))
+            .await;
+        assert_eq!(
+            cap.snapshot(),
+            StreamSnapshot {
+                text: "hello\n".into(),
+                truncated: false,
+                spill_path: None
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn large_stream_keeps_tail_and_spills_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SpillStore::new(dir.path()));
+        let data: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let cap = Capture::new();
+        cap.pump(&data[..], &config(Some(store), 1000, 1 << 20))
+            .await;
+        let snap = cap.snapshot();
+        assert!(snap.truncated);
+        assert_eq!(snap.text.as_bytes(), &data[data.len() - 1000..]);
+        let spilled = std::fs::read(snap.spill_path.unwrap()).unwrap();
+        assert_eq!(spilled, data);
+    }
+
+    #[tokio::test]
+    async fn oversized_spill_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SpillStore::new(dir.path()));
+        let data = vec![b'z'; 10_000];
+        let cap = Capture::new();
+        cap.pump(&data[..], &config(Some(store.clone()), 100, 5_000))
+            .await;
+        let snap = cap.snapshot();
+        assert!(snap.truncated);
+        assert_eq!(snap.spill_path, None);
+        let session = store.session_dir("s").unwrap();
+        assert_eq!(std::fs::read_dir(session).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn deltas_consume_and_report_loss() {
+        let cap = Capture::new();
+        cap.pump(&b"abcdef"[..], &config(None, 4, 0)).await;
+        assert_eq!(
+            cap.read_delta(),
+            Delta {
+                text: "cdef".into(),
+                lossy: true
+            }
+        );
+        assert_eq!(
+            cap.read_delta(),
+            Delta {
+                text: String::new(),
+                lossy: false
+            }
+        );
+    }
+
+    #[test]
+    fn incomplete_utf8_tail_is_held_back() {
+        let bytes = "aé".as_bytes();
+        assert_eq!(complete_prefix_len(&bytes[..2]), 1);
+        assert_eq!(complete_prefix_len(bytes), 3);
+    }
+}

@@ -1,0 +1,45 @@
+//! `dsh-tool-shell`: the `bash` tool and the background jobs runtime with its tools
+//! (`job_output`, `job_list`, `job_kill`).
+//!
+//! Owns: spawning `bash -c` in its own process group (stdin at EOF, group-wide kills on
+//! timeout, cancel and drop), bounded stream capture with full-stream spill files, the exact
+//! upstream result texts and cards, and the [`JobsRuntime`] (ids, owner fencing, admission
+//! limit, completion notices, owner cleanup).
+//! Does not own: when tools run or how results are logged (`dsh-tools`, `dsh-agent`).
+//! Must not depend on: `dsh-agent`, other concrete tool crates.
+
+mod background;
+pub mod bash;
+mod capture;
+pub mod cards;
+mod context;
+mod error;
+pub mod job_tools;
+pub mod jobs;
+pub mod notice;
+mod process;
+pub mod register;
+pub mod spill;
+pub mod texts;
+
+pub use bash::BashArgs;
+pub use bash::BashOutput;
+pub use bash::SandboxPermissions;
+pub use bash::StreamText;
+pub use capture::Capture;
+pub use capture::CaptureConfig;
+pub use context::BashConfig;
+pub use context::ShellContext;
+pub use error::ShellError;
+pub use job_tools::JobToolsConfig;
+pub use job_tools::JobsContext;
+pub use jobs::JobsConfig;
+pub use jobs::JobsRuntime;
+pub use jobs::OwnerId;
+pub use jobs::PublicJob;
+pub use notice::WakeBudget;
+pub use notice::notice_message;
+pub use process::kill_group;
+pub use register::ShellTools;
+pub use register::register_shell_tools;
+pub use register::shell_tool_definitions;

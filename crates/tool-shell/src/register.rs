@@ -1,0 +1,257 @@
+//! Glue into `dsh-tools`: the four shell tools as [`ToolDefinition`]s over the plain functions
+//! of this crate. Per-session facts (cwd, session id) come from a resolver the composition
+//! supplies; the calling agent's id is the jobs owner.
+
+use std::sync::Arc;
+
+use dsh_kernel::Disposer;
+use dsh_kernel::Scope;
+use dsh_tools::DefineError;
+use dsh_tools::RegisterError;
+use dsh_tools::ResultView;
+use dsh_tools::Tool;
+use dsh_tools::ToolDefinition;
+use dsh_tools::ToolError;
+use dsh_tools::ToolRegistry;
+use dsh_tools::ToolRun;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::bash;
+use crate::bash::BashArgs;
+use crate::bash::BashOutput;
+use crate::context::ShellContext;
+use crate::error::ShellError;
+use crate::job_tools;
+use crate::job_tools::JobKillArgs;
+use crate::job_tools::JobKillOutput;
+use crate::job_tools::JobListArgs;
+use crate::job_tools::JobListOutput;
+use crate::job_tools::JobOutputArgs;
+use crate::job_tools::JobOutputOutput;
+use crate::job_tools::JobToolsConfig;
+use crate::job_tools::JobsContext;
+use crate::jobs::JobsRuntime;
+use crate::jobs::OwnerId;
+use crate::texts;
+
+/// Maps a call to the session context it runs in.
+pub type ContextResolver = Arc<dyn Fn(&ToolRun) -> Result<ShellContext, ToolError> + Send + Sync>;
+
+/// What the composition provides to register the shell tools.
+#[derive(Clone)]
+pub struct ShellTools {
+    pub resolve: ContextResolver,
+    pub jobs: Arc<JobsRuntime>,
+    pub job_config: JobToolsConfig,
+    /// `enableRunInBackground`.
+    pub run_in_background: bool,
+}
+
+/// Why registration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellRegisterError {
+    #[error(transparent)]
+    Define(#[from] DefineError),
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+}
+
+impl From<ShellError> for ToolError {
+    fn from(error: ShellError) -> Self {
+        match (error.name, error.code) {
+            (Some(name), Some(code)) => ToolError::coded(name, code, error.message),
+            _ => ToolError::new(error.message),
+        }
+    }
+}
+
+fn owner_of(run: &ToolRun) -> Option<OwnerId> {
+    run.agent().map(|agent| OwnerId::new(agent.id()))
+}
+
+/// Converts between the local card types and `dsh-tools`' (same JSON shape).
+fn convert<T: Serialize, U: DeserializeOwned>(card: &T) -> Option<U> {
+    serde_json::to_value(card)
+        .ok()
+        .and_then(|value| serde_json::from_value(value).ok())
+}
+
+/// The four definitions: `bash`, `job_output`, `job_list`, `job_kill`.
+pub fn shell_tool_definitions(tools: &ShellTools) -> Result<Vec<ToolDefinition>, DefineError> {
+    Ok(vec![
+        bash_definition(tools)?,
+        job_output_definition(tools)?,
+        job_list_definition(tools)?,
+        job_kill_definition(tools)?,
+    ])
+}
+
+/// Registers the four tools in `scope`'s layer; dropping or disposing the returned disposers
+/// unregisters them.
+pub fn register_shell_tools(
+    registry: &ToolRegistry,
+    scope: &Scope,
+    tools: &ShellTools,
+) -> Result<Vec<Disposer>, ShellRegisterError> {
+    let mut disposers = Vec::new();
+    for definition in shell_tool_definitions(tools)? {
+        disposers.push(registry.register(scope, definition)?);
+    }
+    Ok(disposers)
+}
+
+fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
+    let resolve = tools.resolve.clone();
+    let jobs = tools.jobs.clone();
+    let background = tools.run_in_background;
+    Tool::builder(bash::BASH_TOOL_NAME)
+        .description(bash::bash_description(background, false))
+        .validated_parameters(bash::bash_parameters(background, false))
+        .author_output(
+            &serde_json::json!({"type": "json"}),
+            |args: &Value, value: &Value| {
+                let args: BashArgs = serde_json::from_value(args.clone())
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                let value: BashOutput = serde_json::from_value(value.clone())
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                Ok(bash::render(&args, &value))
+            },
+        )
+        .present_call(|args: &Value| {
+            let args: BashArgs = serde_json::from_value(args.clone()).ok()?;
+            convert(&bash::present_call(&args))
+        })
+        .present_result(|args: &Value, result: &ResultView| {
+            let args: BashArgs = serde_json::from_value(args.clone()).ok()?;
+            convert(&bash::present_result(
+                &args,
+                &result.content,
+                result.is_error,
+            ))
+        })
+        .run(move |args: Value, run: ToolRun| {
+            let resolved = resolve(&run);
+            let jobs = jobs.clone();
+            async move {
+                let args: BashArgs = serde_json::from_value(args)
+                    .map_err(|e| ToolError::invalid_args(&[e.to_string()]))?;
+                let mut ctx = resolved?;
+                ctx.config.enable_run_in_background = background;
+                if ctx.owner.is_none() {
+                    ctx.owner = owner_of(&run);
+                }
+                if ctx.jobs.is_none() {
+                    ctx.jobs = Some(jobs);
+                }
+                let output = bash::run(args, &ctx, run.signal().clone()).await?;
+                Ok(output)
+            }
+        })
+        .build()
+}
+
+fn jobs_context(tools: &ShellTools, run: &ToolRun) -> JobsContext {
+    JobsContext {
+        runtime: tools.jobs.clone(),
+        caller: owner_of(run),
+        config: tools.job_config.clone(),
+    }
+}
+
+fn job_output_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
+    let shared = tools.clone();
+    Tool::builder(job_tools::JOB_OUTPUT_TOOL_NAME)
+        .description(texts::JOB_OUTPUT_DESCRIPTION)
+        .validated_parameters(job_tools::job_output_parameters())
+        .author_output(
+            &serde_json::json!({"type": "json"}),
+            |_args: &Value, value: &Value| {
+                let text = value
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let job = serde_json::from_value(value.get("job").cloned().unwrap_or_default())
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                let output_limit_bytes = value.get("outputLimitBytes").and_then(Value::as_u64);
+                let output = JobOutputOutput {
+                    text,
+                    job,
+                    output_limit_bytes,
+                };
+                Ok(vec![dsh_protocol::ContentBlock::text(
+                    job_tools::render_job_output_text(&output),
+                )])
+            },
+        )
+        .present_call(|args: &Value| {
+            let args: JobOutputArgs = serde_json::from_value(args.clone()).ok()?;
+            convert(&job_tools::present_job_output_call(&args))
+        })
+        .run(move |args: Value, run: ToolRun| {
+            let ctx = jobs_context(&shared, &run);
+            async move {
+                let args: JobOutputArgs = serde_json::from_value(args)
+                    .map_err(|e| ToolError::invalid_args(&[e.to_string()]))?;
+                let output = job_tools::job_output(args, &ctx, run.signal().clone()).await?;
+                // The canonical value is `{text, job}`; the limit rides along for `render`.
+                let mut value =
+                    serde_json::to_value(&output).map_err(|e| ToolError::new(e.to_string()))?;
+                if let (Some(limit), Some(map)) = (output.output_limit_bytes, value.as_object_mut())
+                {
+                    map.insert("outputLimitBytes".into(), limit.into());
+                }
+                Ok(value)
+            }
+        })
+        .build()
+}
+
+fn job_list_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
+    let shared = tools.clone();
+    Tool::builder(job_tools::JOB_LIST_TOOL_NAME)
+        .description(texts::JOB_LIST_DESCRIPTION)
+        .validated_parameters(job_tools::job_list_parameters())
+        .author_output(&serde_json::json!({"type": "json"}), |_args: &Value, value: &Value| {
+            let output: JobListOutput = serde_json::from_value(value.clone()).map_err(|e| ToolError::new(e.to_string()))?;
+            Ok(vec![dsh_protocol::ContentBlock::text(job_tools::render_job_list_text(&output))])
+        })
+        .present_call(|_args: &Value| convert(&job_tools::present_job_list_call(&JobListArgs {})))
+        .run(move |_args: Value, run: ToolRun| {
+            let ctx = jobs_context(&shared, &run);
+            async move { Ok(job_tools::job_list(JobListArgs {}, &ctx, run.signal().clone()).await?) }
+        })
+        .build()
+}
+
+fn job_kill_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
+    let shared = tools.clone();
+    Tool::builder(job_tools::JOB_KILL_TOOL_NAME)
+        .description(texts::JOB_KILL_DESCRIPTION)
+        .validated_parameters(job_tools::job_kill_parameters())
+        .author_output(
+            &serde_json::json!({"type": "json"}),
+            |_args: &Value, value: &Value| {
+                let output: JobKillOutput = serde_json::from_value(value.clone())
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                Ok(vec![dsh_protocol::ContentBlock::text(
+                    job_tools::render_job_kill_text(&output),
+                )])
+            },
+        )
+        .present_call(|args: &Value| {
+            let args: JobKillArgs = serde_json::from_value(args.clone()).ok()?;
+            convert(&job_tools::present_job_kill_call(&args))
+        })
+        .run(move |args: Value, run: ToolRun| {
+            let ctx = jobs_context(&shared, &run);
+            async move {
+                let args: JobKillArgs = serde_json::from_value(args)
+                    .map_err(|e| ToolError::invalid_args(&[e.to_string()]))?;
+                Ok(job_tools::job_kill(args, &ctx, run.signal().clone()).await?)
+            }
+        })
+        .build()
+}

@@ -1,0 +1,6 @@
+mod background;
+mod foreground;
+mod recorded;
+mod registry;
+mod schemas;
+mod support;

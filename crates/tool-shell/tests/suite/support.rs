@@ -1,0 +1,57 @@
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_tool_shell::ShellContext;
+use dsh_tool_shell::spill::SpillStore;
+
+/// A context rooted in a fresh temp workspace, with a private spill root inside it.
+pub fn context(dir: &Path) -> ShellContext {
+    let mut ctx = ShellContext::new(dir, "sess-1");
+    ctx.spill = Arc::new(SpillStore::new(dir.join(".spill")));
+    ctx.base_env = Some(vec![(
+        "PATH".to_owned(),
+        std::env::var("PATH").unwrap_or_default(),
+    )]);
+    ctx
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            state != Some("Z") && state != Some("X")
+        }
+    }
+}
+
+/// Waits until no pid in `pids` is alive (up to 5 s).
+pub async fn all_dead(pids: &[u32]) -> bool {
+    for _ in 0..100 {
+        if pids.iter().all(|p| !alive(*p)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Waits until `path` holds at least `lines` lines and returns them as pids.
+pub async fn read_pids(path: &Path, lines: usize) -> Vec<u32> {
+    for _ in 0..200 {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if pids.len() >= lines {
+                return pids;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("pid file {} never filled", path.display());
+}
