@@ -1,0 +1,2 @@
+mod mock_llm;
+mod runner;
