@@ -1,0 +1,210 @@
+//! `dsh-tool-todo`: the `todo_write` tool.
+//!
+//! Owns: the tool's schema, validation rules, result text and card. The list itself lives only
+//! in the session log as `todo/write` events: the tool hands the validated list to a
+//! [`TodoSink`] that the composition provides as a kernel service on the agent's scope (it
+//! appends the event). There is no other state, so replaying a log restores the plan.
+//! Must not depend on: the agent loop or the session crate (the sink is the seam).
+
+use dsh_kernel::Disposer;
+use dsh_kernel::Scope;
+use dsh_protocol::ContentBlock;
+use dsh_tools::DefineError;
+use dsh_tools::RegisterError;
+use dsh_tools::Tool;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolDefinition;
+use dsh_tools::ToolError;
+use dsh_tools::ToolRegistry;
+use dsh_tools::ToolRun;
+use serde::Deserialize;
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::json;
+
+/// The tool's name, as the model calls it.
+pub const NAME: &str = "todo_write";
+
+/// One task of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: TodoStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct TodoArgs {
+    todos: Vec<Todo>,
+}
+
+/// Where a validated list goes: the composition appends `todo/write {todos}` to the session.
+pub trait TodoSink: Send + Sync {
+    fn record(&self, todos: &[Todo]) -> Result<(), String>;
+}
+
+/// Settings of the tool (`allowParallelInProgress` upstream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TodoConfig {
+    pub allow_parallel_in_progress: bool,
+}
+
+impl Default for TodoConfig {
+    fn default() -> Self {
+        Self { allow_parallel_in_progress: true }
+    }
+}
+
+const DESCRIPTION_PARALLEL: &str = "Keep a structured task list for the work in hand. Every call sends the WHOLE list and replaces the previous one: there are no partial updates. Plan multi-step work with one todo per concrete step before starting, and show progress as you go. Mark each task you are actively working on `in_progress` (several at once when work truly runs in parallel, such as background commands; one at a time for sequential work), mark a task `completed` as soon as it is done rather than in batches, and leave nothing `in_progress` only when all work is finished. Skip the list for trivial one-step tasks. Statuses: `pending` (not started), `in_progress` (being worked on), `completed` (done).";
+
+const DESCRIPTION_SINGLE: &str = "Keep a structured task list for the work in hand. Every call sends the WHOLE list and replaces the previous one: there are no partial updates. Plan multi-step work with one todo per concrete step before starting, keep exactly one task `in_progress` while work remains, and mark a task `completed` as soon as it is done rather than in batches. Skip the list for trivial one-step tasks. Statuses: `pending` (not started), `in_progress` (being worked on), `completed` (done).";
+
+fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "todos": {
+                "type": "array",
+                "description": "The complete task list; it replaces the previous one.",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "properties": {
+                        "content": {"type": "string", "description": "The task, as a short imperative line."},
+                        "status": {
+                            "type": "string",
+                            "description": "pending (not started), in_progress (now), completed (done).",
+                            "enum": ["pending", "in_progress", "completed"]
+                        }
+                    },
+                    "required": ["content", "status"]
+                }
+            }
+        },
+        "required": ["todos"]
+    })
+}
+
+fn output_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "todos": {"type": "array"},
+            "counts": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "pending": {"type": "integer"},
+                    "inProgress": {"type": "integer"},
+                    "completed": {"type": "integer"}
+                },
+                "required": ["pending", "inProgress", "completed"]
+            }
+        },
+        "required": ["todos", "counts"]
+    })
+}
+
+/// Trims and checks a list in the order upstream does: empty content, duplicates, then the
+/// single-`in_progress` rule.
+pub fn validate(todos: Vec<Todo>, config: TodoConfig) -> Result<Vec<Todo>, String> {
+    let mut cleaned: Vec<Todo> = Vec::with_capacity(todos.len());
+    for todo in todos {
+        let content = todo.content.trim().to_owned();
+        if content.is_empty() {
+            return Err("invalid todo: `content` must be a non-empty string".to_owned());
+        }
+        if cleaned.iter().any(|seen| seen.content == content) {
+            let quoted = serde_json::to_string(&content).unwrap_or_default();
+            return Err(format!("invalid todos: duplicate content {quoted}"));
+        }
+        cleaned.push(Todo { content, status: todo.status });
+    }
+    let in_progress = cleaned.iter().filter(|t| t.status == TodoStatus::InProgress).count();
+    if !config.allow_parallel_in_progress && in_progress > 1 {
+        return Err(format!("invalid todos: at most one task may be in_progress (got {in_progress})"));
+    }
+    Ok(cleaned)
+}
+
+/// `Updated todo list: <p> pending, <i> in progress, <c> completed.`
+pub fn summary(todos: &[Todo]) -> String {
+    let count = |status| todos.iter().filter(|t| t.status == status).count();
+    format!(
+        "Updated todo list: {} pending, {} in progress, {} completed.",
+        count(TodoStatus::Pending),
+        count(TodoStatus::InProgress),
+        count(TodoStatus::Completed)
+    )
+}
+
+/// The `todo_write` definition.
+pub fn definition(config: TodoConfig) -> Result<ToolDefinition, DefineError> {
+    let description = if config.allow_parallel_in_progress { DESCRIPTION_PARALLEL } else { DESCRIPTION_SINGLE };
+    Tool::builder(NAME)
+        .description(description)
+        .validated_parameters(parameters())
+        .raw_output(output_schema(), |_args, value| {
+            let todos: Vec<Todo> = value
+                .get("todos")
+                .cloned()
+                .map(serde_json::from_value)
+                .transpose()
+                .map_err(|e| ToolError::new(e.to_string()))?
+                .unwrap_or_default();
+            Ok(vec![ContentBlock::text(summary(&todos))])
+        })
+        .present_call(|args: &Value| {
+            Some(ToolCallView::Generic {
+                title: "Update todo list".to_owned(),
+                kind: Some(ToolCallKind::Other),
+                raw_input: args.get("todos").cloned(),
+                content: None,
+                locations: None,
+            })
+        })
+        .run(move |args: Value, run: ToolRun| async move {
+            let args: TodoArgs = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let todos = validate(args.todos, config).map_err(ToolError::new)?;
+            let agent = run.agent().ok_or_else(|| ToolError::new("todo_write requires an owning agent session"))?;
+            let sink = agent
+                .scope()
+                .service::<dyn TodoSink>()
+                .ok_or_else(|| ToolError::new("todo_write requires an owning agent session"))?;
+            sink.record(&todos).map_err(ToolError::new)?;
+            let count = |status| todos.iter().filter(|t| t.status == status).count();
+            let counts = json!({
+                "pending": count(TodoStatus::Pending),
+                "inProgress": count(TodoStatus::InProgress),
+                "completed": count(TodoStatus::Completed),
+            });
+            Ok(json!({ "todos": todos, "counts": counts }))
+        })
+        .build()
+}
+
+/// Why `todo_write` could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum TodoRegisterError {
+    #[error(transparent)]
+    Define(#[from] DefineError),
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+}
+
+/// Registers `todo_write` in `scope`'s layer.
+pub fn register(registry: &ToolRegistry, scope: &Scope, config: TodoConfig) -> Result<Disposer, TodoRegisterError> {
+    Ok(registry.register(scope, definition(config)?)?)
+}
+
+#[cfg(test)]
+mod tests;

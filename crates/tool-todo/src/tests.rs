@@ -1,0 +1,122 @@
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use dsh_kernel::ScopeKind;
+use dsh_protocol::Message;
+use dsh_protocol::text_of;
+use dsh_tools::AgentGone;
+use dsh_tools::AgentHandle;
+use dsh_tools::CancellationToken;
+use dsh_tools::RegistryConfig;
+use dsh_tools::ToolCallInput;
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+struct TestAgent {
+    scope: Scope,
+}
+
+impl AgentHandle for TestAgent {
+    fn id(&self) -> &str {
+        "agent-1"
+    }
+    fn scope(&self) -> &Scope {
+        &self.scope
+    }
+    fn inject(&self, _message: Message) -> Result<(), AgentGone> {
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Vec<Todo>>>);
+
+impl TodoSink for Recorder {
+    fn record(&self, todos: &[Todo]) -> Result<(), String> {
+        self.0.lock().map_err(|e| e.to_string())?.push(todos.to_vec());
+        Ok(())
+    }
+}
+
+struct Fixture {
+    registry: Arc<ToolRegistry>,
+    agent: Arc<TestAgent>,
+    recorder: Arc<Recorder>,
+}
+
+fn fixture(config: TodoConfig) -> Fixture {
+    let root = Scope::root();
+    let registry = ToolRegistry::new(RegistryConfig::default());
+    register(&registry, &root, config).unwrap();
+    let scope = root.child(ScopeKind::Agent, "agent-1").unwrap();
+    let recorder = Arc::new(Recorder::default());
+    scope.provide::<dyn TodoSink>(recorder.clone()).unwrap();
+    Fixture { registry, agent: Arc::new(TestAgent { scope }), recorder }
+}
+
+async fn call(fixture: &Fixture, arguments: Value) -> (bool, String) {
+    let input = ToolCallInput::new("c1", NAME, arguments, CancellationToken::new()).agent(fixture.agent.clone());
+    let result = fixture.registry.execute(input).await;
+    (result.is_error, text_of(&result.content))
+}
+
+#[tokio::test]
+async fn recorded_parallel_in_progress_list_is_accepted_and_logged() {
+    let fixture = fixture(TodoConfig::default());
+    let args = json!({"todos":[
+        {"content":"read the code","status":"in_progress"},
+        {"content":"watch the background build","status":"in_progress"},
+        {"content":"write the fix","status":"pending"}]});
+    assert_eq!(
+        call(&fixture, args).await,
+        (false, "Updated todo list: 1 pending, 2 in progress, 0 completed.".to_owned())
+    );
+    let logged = fixture.recorder.0.lock().unwrap().clone();
+    assert_eq!(logged.len(), 1);
+    assert_eq!(logged[0][2], Todo { content: "write the fix".into(), status: TodoStatus::Pending });
+}
+
+#[tokio::test]
+async fn content_is_trimmed_and_checked_in_upstream_order() {
+    let fixture = fixture(TodoConfig { allow_parallel_in_progress: false });
+    let (is_error, text) = call(&fixture, json!({"todos":[{"content":"  ","status":"pending"}]})).await;
+    assert!(is_error);
+    assert_eq!(text, "Error: invalid todo: `content` must be a non-empty string");
+    let dup = json!({"todos":[{"content":"write the fix","status":"pending"},{"content":" write the fix ","status":"pending"}]});
+    assert_eq!(call(&fixture, dup).await.1, "Error: invalid todos: duplicate content \"write the fix\"");
+    let two = json!({"todos":[{"content":"a","status":"in_progress"},{"content":"b","status":"in_progress"}]});
+    assert_eq!(call(&fixture, two).await.1, "Error: invalid todos: at most one task may be in_progress (got 2)");
+    assert!(fixture.recorder.0.lock().unwrap().is_empty());
+    let empty = call(&fixture, json!({"todos": []})).await;
+    assert_eq!(empty, (false, "Updated todo list: 0 pending, 0 in progress, 0 completed.".to_owned()));
+}
+
+#[tokio::test]
+async fn schema_violations_and_missing_agent_are_errors() {
+    let fixture = fixture(TodoConfig::default());
+    let extra = json!({"todos":[{"content":"a","status":"pending","x":1}]});
+    assert_eq!(
+        call(&fixture, extra).await.1,
+        "Error: invalid arguments: \"todos[0].x\" is not a declared property (additionalProperties: false)"
+    );
+    let bad_status = json!({"todos":[{"content":"a","status":"done"}]});
+    assert_eq!(
+        call(&fixture, bad_status).await.1,
+        "Error: invalid arguments: \"todos[0].status\" must be one of [\"pending\",\"in_progress\",\"completed\"]"
+    );
+    let input = ToolCallInput::new("c2", NAME, json!({"todos": []}), CancellationToken::new());
+    let result = fixture.registry.execute(input).await;
+    assert_eq!(text_of(&result.content), "Error: todo_write requires an owning agent session");
+}
+
+#[test]
+fn the_card_is_generic_with_the_list_as_input() {
+    let definition = definition(TodoConfig::default()).unwrap();
+    let args = json!({"todos":[{"content":"a","status":"pending"}]});
+    let card = definition.present_call(&args).unwrap();
+    assert_eq!(
+        serde_json::to_value(card).unwrap(),
+        json!({"card":"generic","title":"Update todo list","kind":"other","rawInput":[{"content":"a","status":"pending"}]})
+    );
+}
