@@ -3,6 +3,8 @@
 use clap::Parser;
 use clap::Subcommand;
 
+mod config;
+
 /// dsh: an agent harness for DeepSeek models, built around one guarded tool runtime.
 #[derive(Debug, Parser)]
 #[command(name = "dsh", version, about, long_about = None)]

@@ -59,7 +59,9 @@ pub struct TodoConfig {
 
 impl Default for TodoConfig {
     fn default() -> Self {
-        Self { allow_parallel_in_progress: true }
+        Self {
+            allow_parallel_in_progress: true,
+        }
     }
 }
 
@@ -127,11 +129,19 @@ pub fn validate(todos: Vec<Todo>, config: TodoConfig) -> Result<Vec<Todo>, Strin
             let quoted = serde_json::to_string(&content).unwrap_or_default();
             return Err(format!("invalid todos: duplicate content {quoted}"));
         }
-        cleaned.push(Todo { content, status: todo.status });
+        cleaned.push(Todo {
+            content,
+            status: todo.status,
+        });
     }
-    let in_progress = cleaned.iter().filter(|t| t.status == TodoStatus::InProgress).count();
+    let in_progress = cleaned
+        .iter()
+        .filter(|t| t.status == TodoStatus::InProgress)
+        .count();
     if !config.allow_parallel_in_progress && in_progress > 1 {
-        return Err(format!("invalid todos: at most one task may be in_progress (got {in_progress})"));
+        return Err(format!(
+            "invalid todos: at most one task may be in_progress (got {in_progress})"
+        ));
     }
     Ok(cleaned)
 }
@@ -149,7 +159,11 @@ pub fn summary(todos: &[Todo]) -> String {
 
 /// The `todo_write` definition.
 pub fn definition(config: TodoConfig) -> Result<ToolDefinition, DefineError> {
-    let description = if config.allow_parallel_in_progress { DESCRIPTION_PARALLEL } else { DESCRIPTION_SINGLE };
+    let description = if config.allow_parallel_in_progress {
+        DESCRIPTION_PARALLEL
+    } else {
+        DESCRIPTION_SINGLE
+    };
     Tool::builder(NAME)
         .description(description)
         .validated_parameters(parameters())
@@ -173,9 +187,12 @@ pub fn definition(config: TodoConfig) -> Result<ToolDefinition, DefineError> {
             })
         })
         .run(move |args: Value, run: ToolRun| async move {
-            let args: TodoArgs = serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
+            let args: TodoArgs =
+                serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
             let todos = validate(args.todos, config).map_err(ToolError::new)?;
-            let agent = run.agent().ok_or_else(|| ToolError::new("todo_write requires an owning agent session"))?;
+            let agent = run
+                .agent()
+                .ok_or_else(|| ToolError::new("todo_write requires an owning agent session"))?;
             let sink = agent
                 .scope()
                 .service::<dyn TodoSink>()
@@ -202,7 +219,11 @@ pub enum TodoRegisterError {
 }
 
 /// Registers `todo_write` in `scope`'s layer.
-pub fn register(registry: &ToolRegistry, scope: &Scope, config: TodoConfig) -> Result<Disposer, TodoRegisterError> {
+pub fn register(
+    registry: &ToolRegistry,
+    scope: &Scope,
+    config: TodoConfig,
+) -> Result<Disposer, TodoRegisterError> {
     Ok(registry.register(scope, definition(config)?)?)
 }
 

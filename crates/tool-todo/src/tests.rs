@@ -34,7 +34,10 @@ struct Recorder(Mutex<Vec<Vec<Todo>>>);
 
 impl TodoSink for Recorder {
     fn record(&self, todos: &[Todo]) -> Result<(), String> {
-        self.0.lock().map_err(|e| e.to_string())?.push(todos.to_vec());
+        self.0
+            .lock()
+            .map_err(|e| e.to_string())?
+            .push(todos.to_vec());
         Ok(())
     }
 }
@@ -52,11 +55,16 @@ fn fixture(config: TodoConfig) -> Fixture {
     let scope = root.child(ScopeKind::Agent, "agent-1").unwrap();
     let recorder = Arc::new(Recorder::default());
     scope.provide::<dyn TodoSink>(recorder.clone()).unwrap();
-    Fixture { registry, agent: Arc::new(TestAgent { scope }), recorder }
+    Fixture {
+        registry,
+        agent: Arc::new(TestAgent { scope }),
+        recorder,
+    }
 }
 
 async fn call(fixture: &Fixture, arguments: Value) -> (bool, String) {
-    let input = ToolCallInput::new("c1", NAME, arguments, CancellationToken::new()).agent(fixture.agent.clone());
+    let input = ToolCallInput::new("c1", NAME, arguments, CancellationToken::new())
+        .agent(fixture.agent.clone());
     let result = fixture.registry.execute(input).await;
     (result.is_error, text_of(&result.content))
 }
@@ -70,26 +78,56 @@ async fn recorded_parallel_in_progress_list_is_accepted_and_logged() {
         {"content":"write the fix","status":"pending"}]});
     assert_eq!(
         call(&fixture, args).await,
-        (false, "Updated todo list: 1 pending, 2 in progress, 0 completed.".to_owned())
+        (
+            false,
+            "Updated todo list: 1 pending, 2 in progress, 0 completed.".to_owned()
+        )
     );
     let logged = fixture.recorder.0.lock().unwrap().clone();
     assert_eq!(logged.len(), 1);
-    assert_eq!(logged[0][2], Todo { content: "write the fix".into(), status: TodoStatus::Pending });
+    assert_eq!(
+        logged[0][2],
+        Todo {
+            content: "write the fix".into(),
+            status: TodoStatus::Pending
+        }
+    );
 }
 
 #[tokio::test]
 async fn content_is_trimmed_and_checked_in_upstream_order() {
-    let fixture = fixture(TodoConfig { allow_parallel_in_progress: false });
-    let (is_error, text) = call(&fixture, json!({"todos":[{"content":"  ","status":"pending"}]})).await;
+    let fixture = fixture(TodoConfig {
+        allow_parallel_in_progress: false,
+    });
+    let (is_error, text) = call(
+        &fixture,
+        json!({"todos":[{"content":"  ","status":"pending"}]}),
+    )
+    .await;
     assert!(is_error);
-    assert_eq!(text, "Error: invalid todo: `content` must be a non-empty string");
+    assert_eq!(
+        text,
+        "Error: invalid todo: `content` must be a non-empty string"
+    );
     let dup = json!({"todos":[{"content":"write the fix","status":"pending"},{"content":" write the fix ","status":"pending"}]});
-    assert_eq!(call(&fixture, dup).await.1, "Error: invalid todos: duplicate content \"write the fix\"");
+    assert_eq!(
+        call(&fixture, dup).await.1,
+        "Error: invalid todos: duplicate content \"write the fix\""
+    );
     let two = json!({"todos":[{"content":"a","status":"in_progress"},{"content":"b","status":"in_progress"}]});
-    assert_eq!(call(&fixture, two).await.1, "Error: invalid todos: at most one task may be in_progress (got 2)");
+    assert_eq!(
+        call(&fixture, two).await.1,
+        "Error: invalid todos: at most one task may be in_progress (got 2)"
+    );
     assert!(fixture.recorder.0.lock().unwrap().is_empty());
     let empty = call(&fixture, json!({"todos": []})).await;
-    assert_eq!(empty, (false, "Updated todo list: 0 pending, 0 in progress, 0 completed.".to_owned()));
+    assert_eq!(
+        empty,
+        (
+            false,
+            "Updated todo list: 0 pending, 0 in progress, 0 completed.".to_owned()
+        )
+    );
 }
 
 #[tokio::test]
@@ -107,7 +145,10 @@ async fn schema_violations_and_missing_agent_are_errors() {
     );
     let input = ToolCallInput::new("c2", NAME, json!({"todos": []}), CancellationToken::new());
     let result = fixture.registry.execute(input).await;
-    assert_eq!(text_of(&result.content), "Error: todo_write requires an owning agent session");
+    assert_eq!(
+        text_of(&result.content),
+        "Error: todo_write requires an owning agent session"
+    );
 }
 
 #[test]
