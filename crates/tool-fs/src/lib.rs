@@ -1,0 +1,38 @@
+//! `dsh-tool-fs`: the model's file tools (`read`, `read_image`, `write`, `edit`,
+//! `str_replace_editor`, `glob`, `grep`).
+//!
+//! Owns: each tool as plain typed functions (arguments, `run` → canonical value, model text,
+//! presentation meta and cards), the file sandbox policy (roots, canonicalization, the one-call
+//! `sandbox_permissions` escalation), the per-session observation map (read-before-write,
+//! stale detection), the model-facing schemas and prompt sections, and `register`, the only
+//! module that knows the `dsh-tools` runtime (definitions, approval routing, glob/grep spill).
+//! The spill store and the generic inline cap belong to `dsh-spill`.
+//! Must not depend on: the agent loop (`dsh-agent`), sessions, any LLM or transport crate.
+
+pub mod cards;
+pub mod context;
+pub mod edit;
+pub mod error;
+mod exec;
+pub mod glob;
+pub mod grep;
+mod mutate;
+pub mod policy;
+pub mod read;
+pub mod read_image;
+pub mod register;
+pub mod schema;
+mod search;
+pub mod spill;
+pub mod str_replace_editor;
+pub mod text;
+pub mod write;
+
+pub use context::FsContext;
+pub use context::FsLimits;
+pub use error::FsError;
+pub use policy::FilePolicy;
+pub use policy::PolicyDenial;
+pub use policy::ResolvedPath;
+pub use policy::SandboxMode;
+pub use spill::SpillConfig;
