@@ -1,1 +1,81 @@
-//! placeholder
+//! `dsh-tools`: tool definitions, the tool registry and the guarded execution pipeline.
+//!
+//! Owns: the authoring builder ([`Tool::builder`] → [`ToolDefinition`]), typed/DSL/raw
+//! parameters with upstream's exact validation messages, the mandatory output declaration
+//! (validate → freeze → render → optional presentation meta), execution identity
+//! ([`Execution`], [`ExecutionToken`], [`ToolRun`]), the [`ToolRegistry`] (global and per-agent
+//! layers, shadowing, restrictions, guards, presentation modes, change notification), the
+//! pipeline (pre-execute → approval → guards → around-dispatch → body → post-execute →
+//! finalize → result observers) including cancellation, and the presentation cards.
+//! Does not own: which tools exist (`dsh-tool-*`), when calls run (`dsh-agent`), Code Mode's
+//! `run_code` and SDK text (behind [`CodeModeTransport`]), timeouts (a wrapper plugin).
+//! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
+
+mod card;
+mod definition;
+mod error;
+mod execution;
+mod hooks;
+mod pipeline;
+mod registry;
+mod result;
+
+pub use card::FileDiff;
+pub use card::FileLocation;
+pub use card::ReadFileLine;
+pub use card::SearchFile;
+pub use card::SearchMatch;
+pub use card::SearchView;
+pub use card::TerminalExit;
+pub use card::ToolCallKind;
+pub use card::ToolCallView;
+pub use card::ToolResultView;
+pub use card::WebSource;
+pub use card::WebView;
+pub use card::call_card;
+pub use card::result_card;
+pub use definition::FinalizeFn;
+pub use definition::Tool;
+pub use definition::ToolBuilder;
+pub use definition::ToolDefinition;
+pub use error::DefineError;
+pub use error::FailureInfo;
+pub use error::PresentAsError;
+pub use error::RUN_CODE;
+pub use error::RegisterError;
+pub use error::RestrictError;
+pub use error::SchemasError;
+pub use error::ToolError;
+pub use error::ToolFailure;
+pub use error::messages;
+pub use execution::AgentGone;
+pub use execution::AgentHandle;
+pub use execution::Dispatch;
+pub use execution::Execution;
+pub use execution::ExecutionToken;
+pub use execution::ToolCallInput;
+pub use execution::ToolRun;
+pub use hooks::ApprovalOutcome;
+pub use hooks::ApprovalRequest;
+pub use hooks::ApprovalService;
+pub use hooks::ChangeFn;
+pub use hooks::CodeModeTransport;
+pub use hooks::ExecuteHook;
+pub use hooks::ExecutionMode;
+pub use hooks::GuardFn;
+pub use hooks::PostDecision;
+pub use hooks::PostExecuteHook;
+pub use hooks::PostInput;
+pub use hooks::PreDecision;
+pub use hooks::PreExecuteHook;
+pub use hooks::PresentationMode;
+pub use hooks::ResultEvent;
+pub use hooks::ResultHook;
+pub use pipeline::Dispatched;
+pub use pipeline::Prepared;
+pub use registry::RegistryConfig;
+pub use registry::ToolFilter;
+pub use registry::ToolRegistry;
+pub use result::ResultView;
+pub use result::ToolResult;
+pub use tokio_util::sync::CancellationToken;
