@@ -1,1 +1,49 @@
-//! placeholder
+//! `dsh-session`: the append-only session log.
+//!
+//! Owns: the event envelope and the durable event vocabulary (`Event`, typed [`data`] payloads),
+//! the append rules (seq = log length, lossless data, surface rules), the model-visible surface
+//! and `derive_messages`, post-commit listeners, JSONL persistence under `$DSH_HOME/sessions`
+//! (write-through, fsync at step/turn end), crash repair, resume, fork and listing.
+//! Does not own: when events are written (the agent loop), what plugins log (their crates).
+//! Must not depend on: `dsh-tools`, `dsh-agent`, `dsh-llm`, any front-end.
+
+pub mod data;
+mod error;
+mod event;
+mod header;
+mod invariants;
+mod jsonl;
+mod log;
+mod paths;
+mod repair;
+mod sink;
+mod store;
+mod surface;
+
+pub use error::SessionError;
+pub use event::Event;
+pub use event::SURFACE_KINDS;
+pub use event::SurfaceIntent;
+pub use event::SurfaceOp;
+pub use event::is_known_kind;
+pub use event::is_surface_kind;
+pub use event::kind;
+pub use header::SESSION_FORMAT_VERSION;
+pub use header::SessionHeader;
+pub use invariants::check_invariants;
+pub use jsonl::LoadedSession;
+pub use jsonl::read_log_file;
+pub use log::Clock;
+pub use log::SessionLog;
+pub use log::Subscription;
+pub use log::TurnState;
+pub use log::WeakSessionLog;
+pub use paths::LOG_FILE_NAME;
+pub use paths::encode_segment;
+pub use paths::project_dir_name;
+pub use repair::TOOL_NOT_STARTED_TEXT;
+pub use repair::TOOL_OUTCOME_UNKNOWN_TEXT;
+pub use repair::crash_repair;
+pub use store::CreateOptions;
+pub use store::SessionStore;
+pub use store::SessionSummary;

@@ -1,0 +1,384 @@
+//! Reading the JSONL format (§5.2): header line, event lines, packed chunk rows, torn tails.
+//!
+//! One pass: each line is parsed once into its envelope (data kept as a `Value`), packed rows
+//! are expanded, seqs are checked for contiguity and data for losslessness. Surface rules are
+//! checked only when a log is rebuilt from the events (resume, fork), never by `load`.
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::error::SessionError;
+use crate::event::Event;
+use crate::event::SurfaceOp;
+use crate::event::is_known_kind;
+use crate::event::kind;
+use crate::header::SessionHeader;
+use crate::repair::crash_repair;
+
+/// A stored session read without changing anything on disk.
+#[derive(Debug, Clone)]
+pub struct LoadedSession {
+    pub header: SessionHeader,
+    pub path: PathBuf,
+    /// The committed events as stored (packed rows expanded, torn tail dropped). Crash repair
+    /// is *not* applied; see `repair`.
+    pub events: Vec<Arc<Event>>,
+    /// Bytes after the committed prefix (a torn last line) that a resume would truncate.
+    pub dropped_bytes: u64,
+    /// The synthetic closers a resume would append (§5.3); empty for a balanced log.
+    pub repair: Vec<Event>,
+}
+
+pub(crate) struct ParsedLog {
+    pub(crate) header: SessionHeader,
+    pub(crate) events: Vec<Arc<Event>>,
+    /// Length of the committed prefix in bytes.
+    pub(crate) valid_len: u64,
+}
+
+/// Reads and validates one `session.jsonl` file (read-only).
+pub fn read_log_file(path: &Path) -> Result<LoadedSession, SessionError> {
+    let bytes = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
+    let parsed = parse_log(path, &bytes)?;
+    let repair = crash_repair(&parsed.events);
+    Ok(LoadedSession {
+        header: parsed.header,
+        path: path.to_owned(),
+        events: parsed.events,
+        dropped_bytes: bytes.len() as u64 - parsed.valid_len,
+        repair,
+    })
+}
+
+pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<ParsedLog, SessionError> {
+    let corrupt = |line: usize, reason: &str| SessionError::Corrupt {
+        path: path.to_owned(),
+        line,
+        reason: reason.to_owned(),
+    };
+    // A line is committed only once its newline is written; anything after the last newline
+    // is a torn tail.
+    let committed_len = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if committed_len == 0 {
+        return Err(corrupt(1, "no complete header line"));
+    }
+    let committed = &bytes[..committed_len];
+    // The UTF-8 check runs once over the whole file; a bad byte marks its line as unreadable.
+    let (text, bad_utf8_at) = match std::str::from_utf8(committed) {
+        Ok(text) => (text, None),
+        Err(e) => {
+            let valid = &committed[..e.valid_up_to()];
+            let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            (
+                std::str::from_utf8(&committed[..line_start]).unwrap_or_default(),
+                Some(line_start),
+            )
+        }
+    };
+    let Some((header_line, body)) = text.split_once('\n') else {
+        return Err(corrupt(1, "header line is not valid UTF-8"));
+    };
+    let header = SessionHeader::parse_line(path, header_line.as_bytes())?;
+
+    let parallel = if bad_utf8_at.is_none() {
+        parse_parallel(body)
+    } else {
+        None
+    };
+    let mut valid_len = committed_len;
+    let (events, mut bad) = match parallel {
+        Some(events) => (events, None),
+        None => parse_sequential(path, header_line.len() + 1, body)?,
+    };
+    if bad.is_none()
+        && let Some(at) = bad_utf8_at
+    {
+        bad = Some((at, "invalid UTF-8".to_owned()));
+    }
+    if let Some((at, reason)) = bad {
+        // Damage at or before the last committed turn/end is corruption; after it, the
+        // records were never acknowledged as durable and are dropped like a torn tail.
+        if contains(&committed[at..], br#"{"type":"turn/end""#) {
+            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            return Err(corrupt(line, &reason));
+        }
+        tracing::warn!(path = %path.display(), %reason, "dropping unreadable records after the last turn/end");
+        valid_len = at;
+    }
+    Ok(ParsedLog {
+        header,
+        events,
+        valid_len: valid_len as u64,
+    })
+}
+
+/// Events plus, when parsing stopped early, the byte offset of the bad record and why.
+type Parsed = (Vec<Arc<Event>>, Option<(usize, String)>);
+
+/// Parses the body line by line; stops at the first unreadable or out-of-sequence record.
+fn parse_sequential(path: &Path, body_start: usize, body: &str) -> Result<Parsed, SessionError> {
+    let mut events: Vec<Arc<Event>> = Vec::with_capacity(body.len() / 160);
+    let mut offset = body_start;
+    for (index, line) in body.split_terminator('\n').enumerate() {
+        let line_no = index + 2;
+        let line_start = offset;
+        offset += line.len() + 1;
+        if line.is_empty() {
+            continue;
+        }
+        match parse_row(line, &mut events, &mut Some(0)) {
+            Ok(()) => {}
+            Err(RowError::Bad(reason)) => {
+                return Ok((
+                    events,
+                    Some((line_start, format!("line {line_no}: {reason}"))),
+                ));
+            }
+            Err(RowError::Unknown(kind)) => {
+                return Err(SessionError::UnknownEventType {
+                    path: path.to_owned(),
+                    line: line_no,
+                    kind,
+                });
+            }
+            Err(RowError::Lossy) => {
+                return Err(SessionError::Corrupt {
+                    path: path.to_owned(),
+                    line: line_no,
+                    reason: "event data is not lossless JSON".into(),
+                });
+            }
+        }
+    }
+    Ok((events, None))
+}
+
+/// Below this body size one thread is faster than splitting the work.
+const PARALLEL_MIN_BYTES: usize = 1 << 20;
+
+/// The fast path for large, healthy logs: parses line-aligned slices of the body on separate
+/// threads. Any anomaly returns `None`, and the sequential pass then reports it precisely.
+fn parse_parallel(body: &str) -> Option<Vec<Arc<Event>>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(4);
+    if body.len() < PARALLEL_MIN_BYTES || threads < 2 {
+        return None;
+    }
+    let bytes = body.as_bytes();
+    let mut cuts = vec![0];
+    for i in 1..threads {
+        let target = (body.len() * i / threads).max(*cuts.last()?);
+        let newline = bytes[target..].iter().position(|&b| b == b'\n')?;
+        cuts.push(target + newline + 1);
+    }
+    cuts.push(body.len());
+    let parts: Vec<Option<(u64, Vec<Arc<Event>>)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = cuts
+            .windows(2)
+            .map(|w| {
+                let slice = &body[w[0]..w[1]];
+                scope.spawn(move || {
+                    let mut events = Vec::with_capacity(slice.len() / 160);
+                    let mut base = None;
+                    for line in slice.split_terminator('\n').filter(|l| !l.is_empty()) {
+                        parse_row(line, &mut events, &mut base).ok()?;
+                    }
+                    Some((base.unwrap_or(0), events))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut events: Vec<Arc<Event>> =
+        Vec::with_capacity(parts.iter().flatten().map(|(_, e)| e.len()).sum());
+    for (base, part) in parts
+        .into_iter()
+        .map(|p| p.ok_or(()))
+        .collect::<Result<Vec<_>, ()>>()
+        .ok()?
+    {
+        if !part.is_empty() && base != events.len() as u64 {
+            return None;
+        }
+        events.extend(part);
+    }
+    Some(events)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    String::from_utf8_lossy(haystack).contains(std::str::from_utf8(needle).unwrap_or_default())
+}
+
+enum RowError {
+    /// Unparsable or out-of-sequence: handled by the torn-tail/corruption rule.
+    Bad(String),
+    Unknown(String),
+    Lossy,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawRow {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    time: Option<u64>,
+    #[serde(default)]
+    seq0: Option<u64>,
+    #[serde(default)]
+    time0: Option<u64>,
+    #[serde(default)]
+    data: Option<Value>,
+    #[serde(default)]
+    ignorable: bool,
+    #[serde(default)]
+    source_event_seqs: Option<Vec<u64>>,
+    #[serde(default)]
+    surface_op: Option<SurfaceOp>,
+}
+
+/// Parses one stored row onto `events`. `base` is the seq of `events[0]`; `None` lets the first
+/// row define it (a slice parsed on its own thread).
+fn parse_row(
+    line: &str,
+    events: &mut Vec<Arc<Event>>,
+    base: &mut Option<u64>,
+) -> Result<(), RowError> {
+    let row: RawRow = serde_json::from_str(line).map_err(|e| RowError::Bad(e.to_string()))?;
+    let Some(data) = row.data else {
+        return Err(RowError::Bad("record has no data".into()));
+    };
+    if let (Some(seq0), Some(time0)) = (row.seq0, row.time0)
+        && matches!(
+            row.kind.as_str(),
+            "text-chunks" | "reasoning-chunks" | "tool-call-chunks"
+        )
+    {
+        let expected = *base.get_or_insert(seq0) + events.len() as u64;
+        return expand_packed(&row.kind, seq0, expected, time0, data, events);
+    }
+    let (Some(seq), Some(time)) = (row.seq, row.time) else {
+        return Err(RowError::Bad("record has no seq/time".into()));
+    };
+    let expected = *base.get_or_insert(seq) + events.len() as u64;
+    if seq != expected {
+        return Err(RowError::Bad(format!(
+            "seq {seq} where {expected} was expected"
+        )));
+    }
+    if !row.ignorable && !is_known_kind(&row.kind) {
+        return Err(RowError::Unknown(row.kind));
+    }
+    if may_be_lossy(line) && !dsh_schema::is_lossless(&data) {
+        return Err(RowError::Lossy);
+    }
+    events.push(Arc::new(Event {
+        kind: row.kind,
+        seq,
+        time,
+        data,
+        ignorable: row.ignorable,
+        source_event_seqs: row.source_event_seqs,
+        surface_op: row.surface_op,
+    }));
+    Ok(())
+}
+
+/// Parsed JSON text can only be lossy through a negative zero (`-0`, `-0.0`, `-0e3`) or a
+/// negative number that underflows to it (`-1e-400`); a line with neither `-0` nor a negative
+/// exponent needs no walk. (Infinite and NaN values cannot be written in JSON.)
+fn may_be_lossy(line: &str) -> bool {
+    line.contains("-0") || line.contains("e-") || line.contains("E-")
+}
+
+/// Expands a packed chunk row into its `assistant/chunk` members (§5.2):
+/// member k has `seq = seq0 + k` and `time = time0 + sum(dt[..k])`.
+fn expand_packed(
+    row_kind: &str,
+    seq0: u64,
+    expected: u64,
+    time0: u64,
+    data: Value,
+    events: &mut Vec<Arc<Event>>,
+) -> Result<(), RowError> {
+    #[derive(Deserialize)]
+    struct Packed {
+        turn: Value,
+        step: Value,
+        index: Value,
+        dt: Vec<i64>,
+        #[serde(default)]
+        texts: Option<Vec<String>>,
+        #[serde(default)]
+        id: Option<Value>,
+        #[serde(default)]
+        name: Option<Value>,
+        #[serde(default)]
+        args: Option<Vec<String>>,
+    }
+    let bad = |reason: &str| RowError::Bad(format!("{row_kind}: {reason}"));
+    let packed: Packed = serde_json::from_value(data).map_err(|e| bad(&e.to_string()))?;
+    if seq0 != expected {
+        return Err(bad(&format!("seq0 {seq0} where {expected} was expected")));
+    }
+    let (members, chunk_type) = match row_kind {
+        "tool-call-chunks" => (
+            packed.args.ok_or_else(|| bad("missing args"))?,
+            "tool-call-delta",
+        ),
+        "reasoning-chunks" => (
+            packed.texts.ok_or_else(|| bad("missing texts"))?,
+            "reasoning-delta",
+        ),
+        _ => (
+            packed.texts.ok_or_else(|| bad("missing texts"))?,
+            "text-delta",
+        ),
+    };
+    if packed.dt.len() + 1 != members.len() {
+        return Err(bad("dt must have one entry fewer than the members"));
+    }
+    let mut time = time0 as i64;
+    for (k, member) in members.into_iter().enumerate() {
+        if k > 0 {
+            time += packed.dt[k - 1];
+        }
+        let mut chunk = Map::new();
+        chunk.insert("type".into(), chunk_type.into());
+        chunk.insert("index".into(), packed.index.clone());
+        if chunk_type == "tool-call-delta" {
+            chunk.insert("id".into(), packed.id.clone().unwrap_or_default());
+            if let Some(name) = &packed.name {
+                chunk.insert("name".into(), name.clone());
+            }
+            chunk.insert("argumentsDelta".into(), member.into());
+        } else {
+            chunk.insert("text".into(), member.into());
+        }
+        let mut data = Map::new();
+        data.insert("turn".into(), packed.turn.clone());
+        data.insert("step".into(), packed.step.clone());
+        data.insert("chunk".into(), Value::Object(chunk));
+        events.push(Arc::new(Event {
+            kind: kind::ASSISTANT_CHUNK.to_owned(),
+            seq: seq0 + k as u64,
+            time: u64::try_from(time).map_err(|_| bad("member time is negative"))?,
+            data: Value::Object(data),
+            ignorable: false,
+            source_event_seqs: None,
+            surface_op: None,
+        }));
+    }
+    Ok(())
+}

@@ -1,0 +1,511 @@
+//! `SessionLog`: the append-only log one agent owns (§1.5, §1.6).
+
+use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::MutexGuard;
+use std::sync::PoisonError;
+use std::thread::ThreadId;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
+
+use dsh_protocol::Message;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::data::EndSeed;
+use crate::data::EventData;
+use crate::error::SessionError;
+use crate::event::Event;
+use crate::event::SurfaceIntent;
+use crate::event::kind;
+use crate::header::SessionHeader;
+use crate::sink::FileSink;
+use crate::surface::Surface;
+
+/// Source of `time` for appended events (epoch ms). Tests inject a fixed clock.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+type Listener = Arc<dyn Fn(&Arc<Event>) + Send + Sync>;
+
+/// Capacity of the `subscribe()` channel; a receiver further behind sees `Lagged`.
+const BROADCAST_CAPACITY: usize = 4096;
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking listener never holds these locks, and every critical section leaves the state
+    // consistent before it can panic, so a poisoned lock is still safe to use.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Where the log stands in the turn/step structure, folded from the events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnState {
+    /// Number of the last `turn/start` (0 when none): the next turn is `last_turn + 1`.
+    pub last_turn: u64,
+    pub open_turn: Option<u64>,
+    /// `(turn, step)` of the open step.
+    pub open_step: Option<(u64, u64)>,
+}
+
+impl TurnState {
+    fn fold(&mut self, event: &Event) {
+        match event.kind.as_str() {
+            kind::TURN_START => {
+                let turn = event.turn().unwrap_or(self.last_turn + 1);
+                self.last_turn = turn;
+                self.open_turn = Some(turn);
+                self.open_step = None;
+            }
+            kind::TURN_END => {
+                self.open_turn = None;
+                self.open_step = None;
+            }
+            kind::STEP_START => {
+                self.open_step = Some((event.turn().unwrap_or(0), event.step().unwrap_or(0)))
+            }
+            kind::STEP_END => self.open_step = None,
+            _ => {}
+        }
+    }
+}
+
+/// Removes a live id from its store's registry when the last handle of the log goes away.
+#[derive(Debug)]
+pub(crate) struct LiveGuard {
+    pub(crate) ids: Arc<Mutex<HashSet<String>>>,
+    pub(crate) id: String,
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        lock(&self.ids).remove(&self.id);
+    }
+}
+
+/// Unregisters an `on_event` listener when dropped.
+#[must_use = "dropping a Subscription unregisters the listener immediately"]
+pub struct Subscription {
+    inner: std::sync::Weak<Inner>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.upgrade() {
+            lock(&inner.listeners).retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+/// A non-owning [`SessionLog`] handle (for listeners and caches).
+#[derive(Clone)]
+pub struct WeakSessionLog {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakSessionLog {
+    /// The log, unless every strong handle is gone.
+    pub fn upgrade(&self) -> Option<SessionLog> {
+        self.inner.upgrade().map(|inner| SessionLog { inner })
+    }
+}
+
+struct State {
+    events: Vec<Arc<Event>>,
+    /// Cached `events()` result; dropped on every append so old snapshots never grow.
+    snapshot: Option<Arc<[Arc<Event>]>>,
+    surface: Surface,
+    turns: TurnState,
+    header_seq: Option<u64>,
+    /// Number of events already stored by `sink` (seeds of a fresh file are not).
+    persisted: usize,
+    sink: Option<FileSink>,
+    clock: Clock,
+}
+
+struct Inner {
+    header: SessionHeader,
+    first_live_seq: u64,
+    state: Mutex<State>,
+    /// Serialises append + publish so listeners see events in commit order.
+    gate: Mutex<()>,
+    publishing: Mutex<Option<ThreadId>>,
+    listeners: Mutex<Vec<(u64, Listener)>>,
+    next_listener: Mutex<u64>,
+    tx: broadcast::Sender<Arc<Event>>,
+    _live: Option<LiveGuard>,
+}
+
+/// The append-only event log of one session. Cheap to clone (one `Arc`); all clones are the
+/// same log. Appends are serialised; reads take a short lock and never wait for listeners.
+#[derive(Clone)]
+pub struct SessionLog {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SessionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLog")
+            .field("id", &self.inner.header.id)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl SessionLog {
+    /// A fresh, unpersisted log with no seed.
+    pub fn in_memory(header: SessionHeader) -> Self {
+        Self::new(header, 0, State::new(None), None)
+    }
+
+    /// A log rebuilt from `seed` (replay, fork, resume without persistence), validated like
+    /// appends (§1.10). Appends `session/end-seed` unless the seed already ends with it.
+    pub fn from_seed(header: SessionHeader, seed: Vec<Event>) -> Result<Self, SessionError> {
+        let log = Self::seeded(
+            header,
+            seed.into_iter().map(Arc::new).collect(),
+            None,
+            None,
+            true,
+        )?;
+        log.mark_end_of_seed()?;
+        Ok(log)
+    }
+
+    pub(crate) fn seeded(
+        header: SessionHeader,
+        seed: Vec<Arc<Event>>,
+        sink: Option<(FileSink, usize)>,
+        live: Option<LiveGuard>,
+        check_lossless: bool,
+    ) -> Result<Self, SessionError> {
+        let (sink, persisted) = match sink {
+            Some((sink, persisted)) => (Some(sink), persisted),
+            None => (None, 0),
+        };
+        let mut state = State::new(sink);
+        state.persisted = persisted;
+        state.events.reserve(seed.len() + 1);
+        for (index, event) in seed.into_iter().enumerate() {
+            if event.seq != index as u64 {
+                return Err(SessionError::SeedGap {
+                    index: index as u64,
+                    seq: event.seq,
+                });
+            }
+            if check_lossless && !dsh_schema::is_lossless(&event.data) {
+                return Err(SessionError::NotLossless {
+                    kind: event.kind.clone(),
+                });
+            }
+            let plan = state.surface.plan(&state.events, &event)?;
+            state.commit(event, plan);
+        }
+        let first_live_seq = state.events.len() as u64;
+        Ok(Self::new(header, first_live_seq, state, live))
+    }
+
+    /// Appends the `session/end-seed` marker a seeded log needs (§1.10).
+    pub(crate) fn mark_end_of_seed(&self) -> Result<(), SessionError> {
+        let last_is_marker = lock(&self.inner.state)
+            .events
+            .last()
+            .is_some_and(|e| e.kind == kind::END_SEED);
+        if !last_is_marker {
+            self.append_data(&EndSeed {}, None)?;
+        }
+        Ok(())
+    }
+
+    fn new(
+        header: SessionHeader,
+        first_live_seq: u64,
+        state: State,
+        live: Option<LiveGuard>,
+    ) -> Self {
+        let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
+        Self {
+            inner: Arc::new(Inner {
+                header,
+                first_live_seq,
+                state: Mutex::new(state),
+                gate: Mutex::new(()),
+                publishing: Mutex::new(None),
+                listeners: Mutex::new(Vec::new()),
+                next_listener: Mutex::new(0),
+                tx,
+                _live: live,
+            }),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.inner.header.id
+    }
+
+    pub fn header(&self) -> &SessionHeader {
+        &self.inner.header
+    }
+
+    /// `seed.len()`: the seq of the first event this instance wrote (0 without a seed).
+    pub fn first_live_seq(&self) -> u64 {
+        self.inner.first_live_seq
+    }
+
+    /// The backing file, when persisted.
+    pub fn path(&self) -> Option<PathBuf> {
+        lock(&self.inner.state)
+            .sink
+            .as_ref()
+            .map(|s| s.path().to_path_buf())
+    }
+
+    /// Replaces the clock that stamps `time` on later appends.
+    pub fn set_clock(&self, clock: Clock) {
+        lock(&self.inner.state).clock = clock;
+    }
+
+    /// Appends one event with `seq = len()` and `time = now`.
+    ///
+    /// Rejects, leaving the log and its file unchanged: data that is not lossless JSON, a
+    /// surface intent on a non-surface type or none on a surface type, bad `sourceEventSeqs`,
+    /// an invalid `replace`, a surface event whose data is not a message of the right role, a
+    /// `request/header` without provider and model, an append from inside an `on_event`
+    /// listener of this log, and any I/O error of the write-through (`step/end` and `turn/end`
+    /// are also fsynced). Listeners are notified only after the commit.
+    pub fn append(
+        &self,
+        kind: impl Into<String>,
+        data: Value,
+        surface: Option<SurfaceIntent>,
+    ) -> Result<Arc<Event>, SessionError> {
+        self.append_inner(kind.into(), data, surface, false, None)
+    }
+
+    /// Appends a non-surface event marked `ignorable: true` (readers that do not know its type
+    /// may skip it).
+    pub fn append_ignorable(
+        &self,
+        kind: impl Into<String>,
+        data: Value,
+    ) -> Result<Arc<Event>, SessionError> {
+        self.append_inner(kind.into(), data, None, true, None)
+    }
+
+    /// Appends a typed event.
+    pub fn append_data<T: EventData>(
+        &self,
+        data: &T,
+        surface: Option<SurfaceIntent>,
+    ) -> Result<Arc<Event>, SessionError> {
+        let value = serde_json::to_value(data)
+            .map_err(|e| SessionError::invalid(T::KIND, e.to_string()))?;
+        self.append_inner(T::KIND.to_owned(), value, surface, false, None)
+    }
+
+    fn append_inner(
+        &self,
+        kind: String,
+        data: Value,
+        surface: Option<SurfaceIntent>,
+        ignorable: bool,
+        time: Option<u64>,
+    ) -> Result<Arc<Event>, SessionError> {
+        let me = std::thread::current().id();
+        if *lock(&self.inner.publishing) == Some(me) {
+            return Err(SessionError::Reentrant {
+                id: self.inner.header.id.clone(),
+            });
+        }
+        let _gate = lock(&self.inner.gate);
+        if !dsh_schema::is_lossless(&data) {
+            return Err(SessionError::NotLossless { kind });
+        }
+        let listeners: Vec<Listener> = lock(&self.inner.listeners)
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect();
+        let event = {
+            let mut guard = lock(&self.inner.state);
+            let state = &mut *guard;
+            let (surface_op, source_event_seqs) = match surface {
+                Some(intent) => (Some(intent.op), intent.source_event_seqs),
+                None => (None, None),
+            };
+            let event = Event {
+                seq: state.events.len() as u64,
+                time: time.unwrap_or_else(|| (state.clock)()),
+                kind,
+                data,
+                ignorable,
+                source_event_seqs,
+                surface_op,
+            };
+            let plan = state.surface.plan(&state.events, &event)?;
+            if let Some(sink) = state.sink.as_mut() {
+                let durable = event.kind == kind::STEP_END || event.kind == kind::TURN_END;
+                sink.write(&state.events[state.persisted..], &event, durable)?;
+                state.persisted = state.events.len() + 1;
+            }
+            let event = Arc::new(event);
+            state.commit(event.clone(), plan);
+            event
+        };
+        self.publish(me, &listeners, &event);
+        Ok(event)
+    }
+
+    fn publish(&self, me: ThreadId, listeners: &[Listener], event: &Arc<Event>) {
+        *lock(&self.inner.publishing) = Some(me);
+        for listener in listeners {
+            if std::panic::catch_unwind(AssertUnwindSafe(|| listener(event))).is_err() {
+                tracing::warn!(session = %self.inner.header.id, seq = event.seq, kind = %event.kind, "session event listener panicked; continuing");
+            }
+        }
+        *lock(&self.inner.publishing) = None;
+        // No receivers is not an error: nobody is watching.
+        let _ = self.inner.tx.send(event.clone());
+    }
+
+    /// A snapshot of the whole log. Cached between appends; a returned snapshot never grows.
+    /// Rebuilding it after an append costs O(len); per-append readers should prefer
+    /// [`SessionLog::events_since`], [`SessionLog::get`] or [`SessionLog::last`].
+    pub fn events(&self) -> Arc<[Arc<Event>]> {
+        let mut state = lock(&self.inner.state);
+        if let Some(snapshot) = &state.snapshot {
+            return snapshot.clone();
+        }
+        let snapshot: Arc<[Arc<Event>]> = state.events.iter().cloned().collect();
+        state.snapshot = Some(snapshot.clone());
+        snapshot
+    }
+
+    /// Events with `seq >= from`.
+    pub fn events_since(&self, from: u64) -> Vec<Arc<Event>> {
+        let state = lock(&self.inner.state);
+        state
+            .events
+            .get(from as usize..)
+            .map(<[_]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    pub fn get(&self, seq: u64) -> Option<Arc<Event>> {
+        lock(&self.inner.state).events.get(seq as usize).cloned()
+    }
+
+    pub fn last(&self) -> Option<Arc<Event>> {
+        lock(&self.inner.state).events.last().cloned()
+    }
+
+    pub fn len(&self) -> u64 {
+        lock(&self.inner.state).events.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Model history: every surface node's message, minus empty assistant messages (§1.6).
+    /// The messages are shared, immutable projections cached at append.
+    pub fn derive_messages(&self) -> Vec<Arc<Message>> {
+        lock(&self.inner.state).surface.messages()
+    }
+
+    /// Seqs of the current surface nodes, in surface order.
+    pub fn surface_seqs(&self) -> Vec<u64> {
+        lock(&self.inner.state).surface.seqs()
+    }
+
+    /// Incremented by every committed `replace`.
+    pub fn replace_generation(&self) -> u64 {
+        lock(&self.inner.state).surface.generation()
+    }
+
+    pub fn turn_state(&self) -> TurnState {
+        lock(&self.inner.state).turns
+    }
+
+    /// The latest `request/header` event (`foldRequestHeader`).
+    pub fn request_header(&self) -> Option<Arc<Event>> {
+        let state = lock(&self.inner.state);
+        state
+            .header_seq
+            .and_then(|seq| state.events.get(seq as usize).cloned())
+    }
+
+    /// A receiver of every event committed from now on. A receiver that falls more than
+    /// 4096 events behind gets `RecvError::Lagged` (and should re-read `events_since`).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.inner.tx.subscribe()
+    }
+
+    /// Registers a synchronous listener, called after each commit in registration order on the
+    /// appending thread. A panicking listener is logged and skipped; an append from inside a
+    /// listener fails with [`SessionError::Reentrant`]. A listener that needs the log should
+    /// hold a [`WeakSessionLog`]: a strong clone would keep the log (and its live id) alive.
+    pub fn on_event(&self, listener: impl Fn(&Arc<Event>) + Send + Sync + 'static) -> Subscription {
+        let id = {
+            let mut next = lock(&self.inner.next_listener);
+            *next += 1;
+            *next
+        };
+        lock(&self.inner.listeners).push((id, Arc::new(listener)));
+        Subscription {
+            inner: Arc::downgrade(&self.inner),
+            id,
+        }
+    }
+
+    /// A handle that does not keep the log alive.
+    pub fn downgrade(&self) -> WeakSessionLog {
+        WeakSessionLog {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
+    /// Durability checkpoint: fsyncs the file (no-op for in-memory logs).
+    pub fn flush(&self) -> Result<(), SessionError> {
+        match lock(&self.inner.state).sink.as_mut() {
+            Some(sink) => sink.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl State {
+    fn new(sink: Option<FileSink>) -> Self {
+        Self {
+            events: Vec::new(),
+            snapshot: None,
+            surface: Surface::default(),
+            turns: TurnState::default(),
+            header_seq: None,
+            persisted: 0,
+            sink,
+            clock: Arc::new(now_ms),
+        }
+    }
+
+    fn commit(&mut self, event: Arc<Event>, plan: crate::surface::Plan) {
+        self.surface.apply(plan);
+        self.turns.fold(&event);
+        if event.kind == kind::REQUEST_HEADER {
+            self.header_seq = Some(event.seq);
+        }
+        self.events.push(event);
+        self.snapshot = None;
+    }
+}
+
+#[cfg(test)]
+#[path = "log_tests.rs"]
+mod tests;

@@ -1,0 +1,482 @@
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use dsh_protocol::ContentBlock;
+use dsh_protocol::Message;
+use dsh_protocol::MessageSource;
+use dsh_protocol::StreamChunk;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+use crate::data::AssistantChunk;
+use crate::data::AssistantMessage;
+use crate::data::StepStart;
+use crate::data::ToolCall;
+use crate::data::ToolResult;
+use crate::data::TurnEnd;
+use crate::data::TurnEndReason;
+use crate::data::TurnStart;
+use crate::data::UserMessage;
+
+fn log() -> SessionLog {
+    let log = SessionLog::in_memory(SessionHeader::new("s", None));
+    log.set_clock(Arc::new(|| 7));
+    log
+}
+
+fn user(text: &str) -> UserMessage {
+    let mut m = Message::user_text(text);
+    m.id = format!("id-{text}");
+    UserMessage(m)
+}
+
+fn assistant(turn: u64, step: u64, content: Vec<ContentBlock>) -> AssistantMessage {
+    let message = Message::assistant(
+        content,
+        MessageSource::model("deepseek-official", "deepseek-v4-flash"),
+    );
+    AssistantMessage {
+        turn,
+        step,
+        message,
+        interrupted: false,
+        usage: None,
+    }
+}
+
+fn tool_result(call: &str) -> ToolResult {
+    let message = Message::tool_result(call, vec![ContentBlock::text("ok")], false);
+    ToolResult {
+        turn: 1,
+        step: 1,
+        message,
+        error: None,
+        meta: None,
+    }
+}
+
+#[test]
+fn seq_is_the_log_length_and_lines_keep_upstream_key_order() {
+    let log = log();
+    let a = log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    let b = log
+        .append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap();
+    let c = log
+        .append_data(&user("hi"), Some(SurfaceIntent::append()))
+        .unwrap();
+    assert_eq!((a.seq, b.seq, c.seq), (0, 1, 2));
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        a.to_json_line(),
+        r#"{"type":"turn/start","seq":0,"time":7,"data":{"turn":1}}"#
+    );
+    assert_eq!(
+        c.to_json_line(),
+        r#"{"type":"user/message","seq":2,"time":7,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"id-hi"},"surfaceOp":"append"}"#
+    );
+    let ignorable = log.append_ignorable("x/custom", json!({})).unwrap();
+    assert_eq!(
+        ignorable.to_json_line(),
+        r#"{"type":"x/custom","seq":3,"time":7,"data":{},"ignorable":true}"#
+    );
+}
+
+#[test]
+fn lossy_data_is_rejected_and_the_log_is_unchanged() {
+    let log = log();
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    let err = log.append("x/y", json!({"n": -0.0}), None).unwrap_err();
+    assert!(matches!(err, SessionError::NotLossless { .. }), "{err}");
+    assert_eq!(log.len(), 1);
+    assert_eq!(log.append("x/y", json!({"n": 0}), None).unwrap().seq, 1);
+}
+
+#[test]
+fn surface_intent_is_required_exactly_on_surface_types() {
+    let log = log();
+    let err = log.append_data(&user("a"), None).unwrap_err();
+    assert!(matches!(err, SessionError::Surface { .. }), "{err}");
+    let err = log
+        .append_data(&TurnStart { turn: 1 }, Some(SurfaceIntent::append()))
+        .unwrap_err();
+    assert!(matches!(err, SessionError::Surface { .. }), "{err}");
+    assert!(log.is_empty());
+}
+
+#[test]
+fn source_event_seqs_must_be_earlier_distinct_and_non_empty() {
+    let log = log();
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    log.append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap();
+    let future = log
+        .append_data(&tool_result("c"), Some(SurfaceIntent::append_from(vec![2])))
+        .unwrap_err();
+    assert!(future.to_string().contains("not earlier"), "{future}");
+    let dup = log
+        .append_data(
+            &tool_result("c"),
+            Some(SurfaceIntent::append_from(vec![1, 0, 1])),
+        )
+        .unwrap_err();
+    assert!(dup.to_string().contains("distinct"), "{dup}");
+    let empty = log
+        .append_data(&tool_result("c"), Some(SurfaceIntent::append_from(vec![])))
+        .unwrap_err();
+    assert!(empty.to_string().contains("empty"), "{empty}");
+    // `[]` is the "known empty stream" of an assistant message.
+    let ok = log
+        .append_data(
+            &assistant(1, 1, vec![]),
+            Some(SurfaceIntent::append_from(vec![])),
+        )
+        .unwrap();
+    assert_eq!(
+        ok.to_json_line()
+            .ends_with(r#""sourceEventSeqs":[],"surfaceOp":"append"}"#),
+        true
+    );
+    assert_eq!(log.len(), 3);
+}
+
+#[test]
+fn surface_data_must_be_a_message_of_the_right_role() {
+    let log = log();
+    let err = log
+        .append(
+            "user/message",
+            json!({"text": "x"}),
+            Some(SurfaceIntent::append()),
+        )
+        .unwrap_err();
+    assert!(matches!(err, SessionError::InvalidEvent { .. }), "{err}");
+    let mut no_route = assistant(1, 1, vec![ContentBlock::text("x")]);
+    no_route.message.source = MessageSource::from_map(serde_json::Map::from_iter([(
+        "kind".into(),
+        json!("model"),
+    )]))
+    .unwrap();
+    let err = log
+        .append_data(&no_route, Some(SurfaceIntent::append()))
+        .unwrap_err();
+    assert!(err.to_string().contains("provider and model"), "{err}");
+    let header = json!({"header": {"config": {"model": "m"}}, "reason": "initial"});
+    let err = log.append("request/header", header, None).unwrap_err();
+    assert!(err.to_string().contains("provider and model"), "{err}");
+    assert!(log.is_empty());
+}
+
+#[test]
+fn derive_messages_projects_the_surface_only() {
+    let log = log();
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    log.append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap();
+    log.append_data(&user("hi"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let chunk = AssistantChunk {
+        turn: 1,
+        step: 1,
+        chunk: StreamChunk::TextDelta {
+            index: 0,
+            text: "yo".into(),
+        },
+    };
+    let c = log.append_data(&chunk, None).unwrap();
+    let call = ContentBlock::ToolCall {
+        id: "c1".into(),
+        name: "bash".into(),
+        arguments: "{}".into(),
+    };
+    let a = log
+        .append_data(
+            &assistant(1, 1, vec![call]),
+            Some(SurfaceIntent::append_from(vec![c.seq])),
+        )
+        .unwrap();
+    let tc = ToolCall {
+        turn: 1,
+        step: 1,
+        call_id: "c1".into(),
+        name: "bash".into(),
+        arguments: "{}".into(),
+    };
+    let tc = log.append_data(&tc, None).unwrap();
+    log.append_data(
+        &tool_result("c1"),
+        Some(SurfaceIntent::append_from(vec![tc.seq])),
+    )
+    .unwrap();
+    // A content-less assistant message stays on the surface but not in history.
+    let empty = log
+        .append_data(
+            &assistant(1, 2, vec![]),
+            Some(SurfaceIntent::append_from(vec![])),
+        )
+        .unwrap();
+
+    let messages = log.derive_messages();
+    let kinds: Vec<_> = messages
+        .iter()
+        .map(|m| (m.role, m.content[0].kind().to_owned()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (dsh_protocol::Role::User, "text".to_owned()),
+            (dsh_protocol::Role::Assistant, "tool-call".to_owned()),
+            (dsh_protocol::Role::User, "tool-result".to_owned()),
+        ]
+    );
+    assert_eq!(*messages[0], user("hi").0);
+    assert_eq!(log.surface_seqs(), vec![2, a.seq, tc.seq + 1, empty.seq]);
+}
+
+#[test]
+fn replace_shadows_a_span_and_bumps_the_generation() {
+    let log = log();
+    let a = log
+        .append_data(&user("a"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let b = log
+        .append_data(&user("b"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let c = log
+        .append_data(&user("c"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let err = log
+        .append_data(
+            &user("x"),
+            Some(SurfaceIntent::replace(b.seq, a.seq, vec![0, 1])),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("after end"), "{err}");
+    let err = log
+        .append_data(
+            &user("x"),
+            Some(SurfaceIntent::replace(a.seq, b.seq, vec![0])),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("missing from sourceEventSeqs"),
+        "{err}"
+    );
+    let err = log
+        .append_data(&user("x"), Some(SurfaceIntent::replace(a.seq, 9, vec![0])))
+        .unwrap_err();
+    assert!(err.to_string().contains("current surface nodes"), "{err}");
+    assert_eq!(log.replace_generation(), 0);
+
+    let s = log
+        .append_data(
+            &user("summary"),
+            Some(SurfaceIntent::replace(a.seq, b.seq, vec![a.seq, b.seq])),
+        )
+        .unwrap();
+    assert_eq!(
+        s.to_json_line().ends_with(
+            r#""sourceEventSeqs":[0,1],"surfaceOp":{"op":"replace","start":0,"end":1}}"#
+        ),
+        true
+    );
+    assert_eq!(log.surface_seqs(), vec![s.seq, c.seq]);
+    assert_eq!(log.replace_generation(), 1);
+    let texts: Vec<_> = log
+        .derive_messages()
+        .iter()
+        .map(|m| dsh_protocol::text_of(&m.content))
+        .collect();
+    assert_eq!(texts, vec!["summary", "c"]);
+    // A shadowed node is no longer a valid replace end.
+    let err = log
+        .append_data(
+            &user("y"),
+            Some(SurfaceIntent::replace(a.seq, a.seq, vec![a.seq])),
+        )
+        .unwrap_err();
+    assert!(matches!(err, SessionError::Surface { .. }));
+}
+
+#[test]
+fn a_tool_result_replacement_rewrites_content_only() {
+    let log = log();
+    let u = log
+        .append_data(&user("u"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let original = tool_result("c1");
+    let r = log
+        .append_data(&original, Some(SurfaceIntent::append_from(vec![u.seq])))
+        .unwrap();
+    let mut other_id = original.clone();
+    other_id.message.id = "other".into();
+    let err = log
+        .append_data(
+            &other_id,
+            Some(SurfaceIntent::replace(r.seq, r.seq, vec![r.seq])),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("only the message content"),
+        "{err}"
+    );
+    let err = log
+        .append_data(
+            &original,
+            Some(SurfaceIntent::replace(u.seq, r.seq, vec![u.seq, r.seq])),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("exactly one tool/result"), "{err}");
+    let mut pruned = original.clone();
+    pruned.message.content = vec![ContentBlock::ToolResult {
+        tool_call_id: "c1".into(),
+        content: vec![ContentBlock::text("[pruned]")],
+        is_error: Some(false),
+    }];
+    log.append_data(
+        &pruned,
+        Some(SurfaceIntent::replace(r.seq, r.seq, vec![r.seq])),
+    )
+    .unwrap();
+    assert_eq!(*log.derive_messages()[1], pruned.message);
+}
+
+#[test]
+fn listeners_run_after_commit_and_cannot_append() {
+    let log = log();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (weak, record) = (log.downgrade(), seen.clone());
+    let _first = log.on_event(move |event| {
+        let probe = weak.upgrade().unwrap();
+        // The event is already committed when listeners run.
+        record
+            .lock()
+            .unwrap()
+            .push((event.seq, probe.len(), probe.get(event.seq).is_some()));
+        let err = probe.append("x/y", json!({}), None).unwrap_err();
+        assert!(matches!(err, SessionError::Reentrant { .. }));
+    });
+    let _panics = log.on_event(|_| panic!("listener failure"));
+    let later = Arc::new(Mutex::new(0));
+    let counter = later.clone();
+    let sub = log.on_event(move |_| *counter.lock().unwrap() += 1);
+    let mut rx = log.subscribe();
+
+    let e = log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![(0, 1, true)]);
+    assert_eq!(
+        *later.lock().unwrap(),
+        1,
+        "a panicking listener does not stop later ones"
+    );
+    assert_eq!(rx.try_recv().unwrap(), e);
+    assert_eq!(log.len(), 1, "the reentrant append was refused");
+
+    drop(sub);
+    log.append_data(
+        &TurnEnd {
+            turn: 1,
+            reason: TurnEndReason::Completed,
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        *later.lock().unwrap(),
+        1,
+        "dropping the subscription unregisters"
+    );
+    assert_eq!(rx.try_recv().unwrap().seq, 1);
+    let weak = log.downgrade();
+    drop(log);
+    assert!(
+        weak.upgrade().is_none(),
+        "listeners holding weak handles do not leak the log"
+    );
+}
+
+#[test]
+fn a_failed_append_is_not_published() {
+    let log = log();
+    let mut rx = log.subscribe();
+    assert!(
+        log.append("x/y", json!({}), Some(SurfaceIntent::append()))
+            .is_err()
+    );
+    assert!(rx.try_recv().is_err());
+}
+
+#[test]
+fn snapshots_never_grow_and_turn_state_folds() {
+    let log = log();
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    let before = log.events();
+    assert!(
+        Arc::ptr_eq(&before, &log.events()),
+        "cached between appends"
+    );
+    log.append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap();
+    assert_eq!(before.len(), 1);
+    assert_eq!(log.events().len(), 2);
+    assert_eq!(
+        log.turn_state(),
+        TurnState {
+            last_turn: 1,
+            open_turn: Some(1),
+            open_step: Some((1, 1))
+        }
+    );
+    let header =
+        json!({"header": {"config": {"provider": "p", "model": "m"}}, "reason": "initial"});
+    let h = log.append("request/header", header, None).unwrap();
+    assert_eq!(log.request_header(), Some(h));
+    assert_eq!(log.events_since(1).len(), 2);
+}
+
+#[test]
+fn seeds_are_validated_and_marked() {
+    let source = log();
+    source.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    source
+        .append_data(&user("a"), Some(SurfaceIntent::append()))
+        .unwrap();
+    source
+        .append_data(
+            &TurnEnd {
+                turn: 1,
+                reason: TurnEndReason::Completed,
+            },
+            None,
+        )
+        .unwrap();
+    let seed: Vec<Event> = source.events().iter().map(|e| (**e).clone()).collect();
+
+    let child = SessionLog::from_seed(SessionHeader::new("c", None), seed.clone()).unwrap();
+    assert_eq!(child.first_live_seq(), 3);
+    assert_eq!(child.last().unwrap().kind, kind::END_SEED);
+    assert_eq!(child.derive_messages(), source.derive_messages());
+    assert_eq!(child.turn_state().last_turn, 1);
+    // Re-opening an untouched seed does not grow it.
+    let again: Vec<Event> = child.events().iter().map(|e| (**e).clone()).collect();
+    let reopened = SessionLog::from_seed(SessionHeader::new("c", None), again).unwrap();
+    assert_eq!(reopened.len(), 4);
+    // An explicit empty seed gets its marker at seq 0.
+    let empty = SessionLog::from_seed(SessionHeader::new("e", None), Vec::new()).unwrap();
+    assert_eq!(empty.get(0).unwrap().kind, kind::END_SEED);
+
+    let mut gap = seed;
+    gap.remove(1);
+    assert!(matches!(
+        SessionLog::from_seed(SessionHeader::new("g", None), gap),
+        Err(SessionError::SeedGap { index: 1, seq: 2 })
+    ));
+}
+
+#[test]
+fn the_handle_is_shareable_across_tasks() {
+    fn assert_send_sync<T: Send + Sync + Clone + 'static>() {}
+    assert_send_sync::<SessionLog>();
+    assert_send_sync::<Arc<Event>>();
+}

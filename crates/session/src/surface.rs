@@ -1,0 +1,252 @@
+//! The model-visible surface (§1.6) and the append-time rules that guard it (§1.5).
+//!
+//! Each surface node caches its projected message once, so `derive_messages` is a walk over
+//! `Arc`s, never a re-parse of the log.
+
+use std::collections::HashSet;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+
+use dsh_protocol::Message;
+use dsh_protocol::Role;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::SessionError;
+use crate::event::Event;
+use crate::event::SurfaceOp;
+use crate::event::is_surface_kind;
+use crate::event::kind;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    seq: u64,
+    /// `None` for an assistant message with empty content: on the surface, not in history.
+    message: Option<Arc<Message>>,
+}
+
+/// What a validated event will do to the surface once committed.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    None,
+    Append(Node),
+    Replace(RangeInclusive<usize>, Node),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Surface {
+    nodes: Vec<Node>,
+    generation: u64,
+}
+
+impl Surface {
+    /// Checks `event` (not yet committed; `events` is the log before it) against every surface
+    /// and shape rule. Nothing changes until [`Surface::apply`].
+    pub(crate) fn plan(&self, events: &[Arc<Event>], event: &Event) -> Result<Plan, SessionError> {
+        let k = event.kind.as_str();
+        check_request_header(event)?;
+        if !is_surface_kind(k) {
+            if event.surface_op.is_some() || event.source_event_seqs.is_some() {
+                return Err(SessionError::surface(
+                    k,
+                    "only surface events may carry surfaceOp or sourceEventSeqs",
+                ));
+            }
+            return Ok(Plan::None);
+        }
+        let Some(op) = event.surface_op else {
+            return Err(SessionError::surface(
+                k,
+                "a surface event must carry surfaceOp",
+            ));
+        };
+        if let Some(seqs) = &event.source_event_seqs {
+            check_sources(k, event.seq, seqs)?;
+        }
+        let node = Node {
+            seq: event.seq,
+            message: project(event)?,
+        };
+        match op {
+            SurfaceOp::Append => Ok(Plan::Append(node)),
+            SurfaceOp::Replace { start, end } => {
+                let span = self.replace_span(events, event, start, end)?;
+                Ok(Plan::Replace(span, node))
+            }
+        }
+    }
+
+    pub(crate) fn apply(&mut self, plan: Plan) {
+        match plan {
+            Plan::None => {}
+            Plan::Append(node) => self.nodes.push(node),
+            Plan::Replace(span, node) => {
+                self.nodes.splice(span, [node]);
+                self.generation += 1;
+            }
+        }
+    }
+
+    pub(crate) fn messages(&self) -> Vec<Arc<Message>> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.message.clone())
+            .collect()
+    }
+
+    pub(crate) fn seqs(&self) -> Vec<u64> {
+        self.nodes.iter().map(|n| n.seq).collect()
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn position(&self, seq: u64) -> Option<usize> {
+        self.nodes.iter().rposition(|n| n.seq == seq)
+    }
+
+    fn replace_span(
+        &self,
+        events: &[Arc<Event>],
+        event: &Event,
+        start: u64,
+        end: u64,
+    ) -> Result<RangeInclusive<usize>, SessionError> {
+        let k = event.kind.as_str();
+        let (Some(from), Some(to)) = (self.position(start), self.position(end)) else {
+            return Err(SessionError::surface(
+                k,
+                format!("replace {start}..{end}: both ends must be current surface nodes"),
+            ));
+        };
+        if from > to {
+            return Err(SessionError::surface(
+                k,
+                format!("replace {start}..{end}: start is after end in surface order"),
+            ));
+        }
+        let sources = event.source_event_seqs.as_deref().unwrap_or_default();
+        if let Some(missing) = self.nodes[from..=to]
+            .iter()
+            .find(|n| !sources.contains(&n.seq))
+        {
+            return Err(SessionError::surface(
+                k,
+                format!(
+                    "replace: shadowed seq {} is missing from sourceEventSeqs",
+                    missing.seq
+                ),
+            ));
+        }
+        if k == kind::TOOL_RESULT {
+            let old = events.get(self.nodes[from].seq as usize);
+            if from != to || old.is_none_or(|old| old.kind != kind::TOOL_RESULT) {
+                return Err(SessionError::surface(
+                    k,
+                    "a tool/result replacement must replace exactly one tool/result",
+                ));
+            }
+            if let Some(old) = old
+                && without_content(&old.data) != without_content(&event.data)
+            {
+                return Err(SessionError::surface(
+                    k,
+                    "a tool/result replacement may change only the message content",
+                ));
+            }
+        }
+        Ok(from..=to)
+    }
+}
+
+fn check_sources(k: &str, seq: u64, seqs: &[u64]) -> Result<(), SessionError> {
+    if seqs.is_empty() && k != kind::ASSISTANT_MESSAGE {
+        return Err(SessionError::surface(
+            k,
+            "sourceEventSeqs must not be empty",
+        ));
+    }
+    if let Some(bad) = seqs.iter().find(|&&s| s >= seq) {
+        return Err(SessionError::surface(
+            k,
+            format!("sourceEventSeqs entry {bad} is not earlier than seq {seq}"),
+        ));
+    }
+    // Chunk lists arrive sorted; only fall back to a set when they are not.
+    let distinct = seqs.windows(2).all(|w| w[0] < w[1]) || {
+        let mut seen = HashSet::with_capacity(seqs.len());
+        seqs.iter().all(|s| seen.insert(*s))
+    };
+    if !distinct {
+        return Err(SessionError::surface(
+            k,
+            "sourceEventSeqs entries must be distinct",
+        ));
+    }
+    Ok(())
+}
+
+/// The message a surface event projects to (§1.6 `deriveEventMessage`), checking its shape.
+fn project(event: &Event) -> Result<Option<Arc<Message>>, SessionError> {
+    let k = event.kind.as_str();
+    let raw = if k == kind::USER_MESSAGE {
+        Some(&event.data)
+    } else {
+        event.data.get("message")
+    };
+    let Some(raw) = raw else {
+        return Err(SessionError::invalid(k, "data.message is missing"));
+    };
+    let message = Message::deserialize(raw)
+        .map_err(|e| SessionError::invalid(k, format!("not a message: {e}")))?;
+    let expected = if k == kind::ASSISTANT_MESSAGE {
+        Role::Assistant
+    } else {
+        Role::User
+    };
+    if message.role != expected {
+        return Err(SessionError::invalid(
+            k,
+            format!("message role must be {expected:?}"),
+        ));
+    }
+    if k == kind::ASSISTANT_MESSAGE {
+        let has = |f: &str| message.source.get(f).is_some_and(Value::is_string);
+        if !has("provider") || !has("model") {
+            return Err(SessionError::invalid(
+                k,
+                "assistant message source must carry provider and model",
+            ));
+        }
+        if message.content.is_empty() {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Arc::new(message)))
+}
+
+/// Legacy headers without a route are refused (§1.5 step 2).
+fn check_request_header(event: &Event) -> Result<(), SessionError> {
+    if event.kind != kind::REQUEST_HEADER {
+        return Ok(());
+    }
+    let config = event.data.get("header").and_then(|h| h.get("config"));
+    let has = |f: &str| config.and_then(|c| c.get(f)).is_some_and(Value::is_string);
+    if has("provider") && has("model") {
+        Ok(())
+    } else {
+        Err(SessionError::invalid(
+            kind::REQUEST_HEADER,
+            "header.config must carry provider and model",
+        ))
+    }
+}
+
+fn without_content(data: &Value) -> Value {
+    let mut copy = data.clone();
+    if let Some(message) = copy.get_mut("message").and_then(Value::as_object_mut) {
+        message.remove("content");
+    }
+    copy
+}

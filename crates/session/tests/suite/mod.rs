@@ -1,0 +1,6 @@
+mod common;
+mod invariants;
+mod persistence;
+mod repair;
+mod store;
+mod upstream;
