@@ -10,9 +10,13 @@ use futures::FutureExt;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+
 use crate::bash::BashArgs;
-use crate::bash::capture_config;
 use crate::bash::resolve_workdir;
+use crate::bash::spawn_for;
 use crate::capture::Capture;
 use crate::context::ShellContext;
 use crate::error::ShellError;
@@ -22,6 +26,9 @@ use crate::jobs::JobRun;
 use crate::jobs::JobSpec;
 use crate::jobs::JobStatus;
 use crate::process;
+use crate::sandbox;
+use crate::sandbox::SandboxMode;
+use crate::sandbox::SandboxPolicy;
 
 /// Starts the command as job `bash-<n>` and returns its id.
 pub(crate) fn start_bash_job(
@@ -52,6 +59,37 @@ struct BashJob {
     stop: Notify,
     /// `spawn failed: …`, delivered once as a stderr section.
     spawn_failure: Mutex<Option<String>>,
+    sandbox: Option<JobSandbox>,
+}
+
+/// What a confined job needs to report denials and runner failures in its reads.
+struct JobSandbox {
+    policy: SandboxPolicy,
+    cwd: PathBuf,
+    /// Set once the runner is known to have failed; reported on the next read.
+    runner_failed: AtomicBool,
+    runner_reported: AtomicBool,
+}
+
+impl JobSandbox {
+    /// The sandbox notice for a read whose stderr delta is `stderr`.
+    fn notice(&self, stderr: &str) -> Option<String> {
+        if self.runner_failed.load(Ordering::SeqCst) {
+            if self.runner_reported.swap(true, Ordering::SeqCst) {
+                return None;
+            }
+            return Some(sandbox::runner_failed_marker(self.policy.mode));
+        }
+        if !sandbox::detect_denial(stderr, &self.policy, &self.cwd) {
+            return None;
+        }
+        let mut text = sandbox::denial_marker(self.policy.mode);
+        if self.policy.advertises_escalation() {
+            text.push('\n');
+            text.push_str(sandbox::ESCALATION_HINT);
+        }
+        Some(text)
+    }
 }
 
 impl JobProducer for BashJob {
@@ -72,6 +110,7 @@ impl JobProducer for BashJob {
         {
             err.text = failure;
         }
+        let notice = self.sandbox.as_ref().and_then(|sb| sb.notice(&err.text));
         let mut text = out.text;
         if !err.text.is_empty() {
             if !text.is_empty() && !text.ends_with('\n') {
@@ -97,33 +136,42 @@ impl JobProducer for BashJob {
                 "[some output was dropped from memory; full output: {paths}]"
             ));
         }
+        if let Some(notice) = notice {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&notice);
+        }
         Some(text)
     }
 }
 
 fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
     let cwd = resolve_workdir(args, ctx);
-    let spawned = process::spawn_shell(
-        &args.command,
-        &cwd,
-        &ctx.child_env(),
-        capture_config(ctx, "stdout"),
-        capture_config(ctx, "stderr"),
-    );
+    let job_sandbox = |runner_failed: bool| {
+        ctx.sandbox
+            .as_ref()
+            .filter(|policy| policy.mode != SandboxMode::DangerFullAccess)
+            .map(|policy| JobSandbox {
+                policy: policy.clone(),
+                cwd: cwd.clone(),
+                runner_failed: AtomicBool::new(runner_failed),
+                runner_reported: AtomicBool::new(false),
+            })
+    };
+    let spawned = spawn_for(args, ctx);
     let grace = Duration::from_millis(ctx.config.grace_ms);
     let mut proc = match spawned {
         Ok(proc) => proc,
-        Err(err) => {
+        Err(failure) => {
             // Not a tool error: the job exists and settles as killed before exit.
-            let message = format!(
-                "spawn failed: Error: {}",
-                process::spawn_error_message(&err)
-            );
+            let message = format!("spawn failed: Error: {}", failure.message);
             let job = Arc::new(BashJob {
                 stdout: Capture::new(),
                 stderr: Capture::new(),
                 stop: Notify::new(),
                 spawn_failure: Mutex::new(Some(message)),
+                sandbox: job_sandbox(failure.runner_mode.is_some()),
             });
             let done = async {
                 Ok(JobOutcome {
@@ -143,6 +191,7 @@ fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
         stderr: proc.stderr.clone(),
         stop: Notify::new(),
         spawn_failure: Mutex::new(None),
+        sandbox: job_sandbox(false),
     });
     let watcher = Arc::clone(&producer);
     let done = async move {
@@ -157,6 +206,12 @@ fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
         proc.finish(stopped).await;
         let status = status.map_err(|err| format!("failed to wait for bash: {err}"))?;
         let (code, signal) = process::exit_parts(&status);
+        if let Some(sb) = &watcher.sandbox
+            && !stopped
+            && sandbox::runner_failure(code, &watcher.stderr.snapshot().text).is_some()
+        {
+            sb.runner_failed.store(true, Ordering::SeqCst);
+        }
         Ok(match (signal, code) {
             (Some(sig), _) => JobOutcome {
                 status: JobStatus::Killed,

@@ -19,7 +19,11 @@ use crate::cards::console_card;
 use crate::context::ShellContext;
 use crate::error::ShellError;
 use crate::error::js_number;
+use crate::escalation;
 use crate::process;
+use crate::process::ShellProcess;
+use crate::sandbox;
+use crate::sandbox::SandboxMode;
 use crate::texts;
 
 /// The tool name.
@@ -84,6 +88,19 @@ pub struct StreamText {
     pub spill_path: Option<String>,
 }
 
+/// How the sandbox treated a foreground run (present only with a confining executor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxReport {
+    pub mode: SandboxMode,
+    pub denied: bool,
+    /// The backend that confined the run (`bwrap`); absent when the mode runs unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_failed: Option<bool>,
+}
+
 /// The canonical value of a `bash` call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
@@ -100,6 +117,8 @@ pub enum BashOutput {
         timeout_ms: f64,
         stdout: StreamText,
         stderr: StreamText,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxReport>,
     },
     Background {
         job_id: String,
@@ -201,7 +220,7 @@ pub fn validate(args: &BashArgs, ctx: &ShellContext) -> Result<(), ShellError> {
         }
         _ => {}
     }
-    if args.sandbox_permissions.is_some() {
+    if args.sandbox_permissions.is_some() && ctx.sandbox.is_none() {
         // This executor never confines, so there is nothing to escalate from.
         return Err(ShellError::plain(
             "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)",
@@ -233,6 +252,39 @@ pub(crate) fn capture_config(ctx: &ShellContext, stream: &str) -> CaptureConfig 
     }
 }
 
+/// Why a shell could not be spawned.
+pub(crate) struct SpawnFailure {
+    /// `spawn <file> <CODE>`.
+    pub message: String,
+    /// Set when the sandbox runner itself could not start under this mode.
+    pub runner_mode: Option<SandboxMode>,
+}
+
+/// Spawns the call's shell, confined when the call's policy says so.
+pub(crate) fn spawn_for(args: &BashArgs, ctx: &ShellContext) -> Result<ShellProcess, SpawnFailure> {
+    let cwd = resolve_workdir(args, ctx);
+    let launch = ctx.sandbox.as_ref().and_then(|policy| policy.launch(&cwd));
+    process::spawn_shell(
+        &args.command,
+        &cwd,
+        &ctx.child_env(),
+        launch.as_ref(),
+        capture_config(ctx, "stdout"),
+        capture_config(ctx, "stderr"),
+    )
+    .map_err(|err| match (&launch, &ctx.sandbox) {
+        // A missing workdir fails the same way with or without a runner.
+        (Some(launch), Some(policy)) if cwd.is_dir() => SpawnFailure {
+            message: process::spawn_error_message_for(&launch.program.to_string_lossy(), &err),
+            runner_mode: Some(policy.mode),
+        },
+        _ => SpawnFailure {
+            message: process::spawn_error_message(&err),
+            runner_mode: None,
+        },
+    })
+}
+
 /// Runs one `bash` call.
 pub async fn run(
     args: BashArgs,
@@ -240,6 +292,27 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<BashOutput, ShellError> {
     validate(&args, ctx)?;
+    let escalated;
+    let ctx = match (args.sandbox_permissions, &ctx.sandbox) {
+        (Some(requested), Some(policy)) => {
+            let justification = args.justification.as_deref().unwrap_or_default();
+            let mode = escalation::approve_escalation(
+                requested.into(),
+                justification,
+                policy,
+                ctx.approval.as_ref(),
+                &cancel,
+            )
+            .await?;
+            let mut wider = ctx.clone();
+            if let Some(policy) = wider.sandbox.as_mut() {
+                policy.mode = mode;
+            }
+            escalated = wider;
+            &escalated
+        }
+        _ => ctx,
+    };
     if args.run_in_background == Some(true) {
         return background::start_bash_job(&args, ctx, &cancel)
             .map(|job_id| BashOutput::Background { job_id });
@@ -251,16 +324,12 @@ pub async fn run(
         .timeout_ms
         .unwrap_or(ctx.config.timeout_ms as f64)
         .min(ctx.config.max_timeout_ms as f64);
-    let cwd = resolve_workdir(&args, ctx);
-    let env = ctx.child_env();
-    let mut proc = process::spawn_shell(
-        &args.command,
-        &cwd,
-        &env,
-        capture_config(ctx, "stdout"),
-        capture_config(ctx, "stderr"),
-    )
-    .map_err(|err| ShellError::plain(process::spawn_error_message(&err)))?;
+    let mut proc = spawn_for(&args, ctx).map_err(|failure| match failure.runner_mode {
+        Some(mode) => {
+            sandbox::sandbox_unavailable(mode, Some(&format!("Error: {}", failure.message)))
+        }
+        None => ShellError::plain(failure.message),
+    })?;
 
     let deadline = tokio::time::sleep(Duration::from_secs_f64(timeout_ms / 1000.0));
     let mut timed_out = false;
@@ -294,19 +363,47 @@ pub async fn run(
         truncated: snap.truncated,
         spill_path: snap.spill_path,
     };
+    let stdout = to_stream(stdout.snapshot());
+    let stderr = to_stream(stderr.snapshot());
+    let sandbox = match &ctx.sandbox {
+        None => None,
+        Some(policy) => {
+            let confined = policy.mode != SandboxMode::DangerFullAccess;
+            if confined
+                && !timed_out
+                && let Some(line) = sandbox::runner_failure(exit_code, &stderr.text)
+            {
+                // The runner failed before the command ran: fail closed, never unconfined.
+                return Err(sandbox::sandbox_unavailable(policy.mode, Some(&line)));
+            }
+            Some(SandboxReport {
+                mode: policy.mode,
+                denied: sandbox::detect_denial(&stderr.text, policy, &resolve_workdir(&args, ctx)),
+                enforcement: confined.then(|| "bwrap".to_owned()),
+                runner_failed: None,
+            })
+        }
+    };
     Ok(BashOutput::Foreground {
         exit_code,
         signal,
         timed_out,
         aborted,
         timeout_ms,
-        stdout: to_stream(stdout.snapshot()),
-        stderr: to_stream(stderr.snapshot()),
+        stdout,
+        stderr,
+        sandbox,
     })
 }
 
-/// The model-facing text of a `bash` result.
+/// The model-facing text of a `bash` result, with the escalation hint after a denial.
 pub fn render_text(output: &BashOutput) -> String {
+    render_text_with(output, true)
+}
+
+/// The model-facing text; `escalation_hint` is whether escalation is advertised (approval
+/// prompts enabled) and so whether a denial marker is followed by the hint line.
+pub fn render_text_with(output: &BashOutput, escalation_hint: bool) -> String {
     let BashOutput::Foreground {
         exit_code,
         signal,
@@ -314,6 +411,7 @@ pub fn render_text(output: &BashOutput) -> String {
         timeout_ms,
         stdout,
         stderr,
+        sandbox,
         ..
     } = output
     else {
@@ -343,6 +441,14 @@ pub fn render_text(output: &BashOutput) -> String {
         body.push_str("(no output)");
     }
     let mut markers = Vec::new();
+    if let Some(report) = sandbox
+        && report.denied
+    {
+        markers.push(sandbox::denial_marker(report.mode));
+        if escalation_hint && report.mode != SandboxMode::DangerFullAccess {
+            markers.push(sandbox::ESCALATION_HINT.to_owned());
+        }
+    }
     if *timed_out {
         markers.push(format!("[timed out after {}ms]", js_number(*timeout_ms)));
     }
@@ -363,6 +469,18 @@ pub fn render_text(output: &BashOutput) -> String {
 /// `render(args, value)`: one text block.
 pub fn render(_args: &BashArgs, output: &BashOutput) -> Vec<ContentBlock> {
     vec![ContentBlock::text(render_text(output))]
+}
+
+/// `render` for a composition that states whether escalation is advertised.
+pub fn render_with(
+    _args: &BashArgs,
+    output: &BashOutput,
+    escalation_hint: bool,
+) -> Vec<ContentBlock> {
+    vec![ContentBlock::text(render_text_with(
+        output,
+        escalation_hint,
+    ))]
 }
 
 /// The pending card.

@@ -24,6 +24,7 @@ fn fg(
             truncated: false,
             spill_path: None,
         },
+        sandbox: None,
     }
 }
 
@@ -230,4 +231,41 @@ fn workdir_resolution() {
     assert_eq!(resolve_workdir(&args, &ctx), PathBuf::from("/ws/sub/dir"));
     args.workdir = Some("/abs".into());
     assert_eq!(resolve_workdir(&args, &ctx), PathBuf::from("/abs"));
+}
+
+#[test]
+fn sandbox_markers_precede_timeout_and_exit() {
+    let mut out = fg(
+        "",
+        "bash: /etc/x: Read-only file system\n",
+        Some(1),
+        None,
+        false,
+    );
+    if let BashOutput::Foreground { sandbox, .. } = &mut out {
+        *sandbox = Some(SandboxReport {
+            mode: SandboxMode::WorkspaceWrite,
+            denied: true,
+            enforcement: Some("bwrap".into()),
+            runner_failed: None,
+        });
+    }
+    let hint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
+    assert_eq!(
+        render_text(&out),
+        format!(
+            "[stderr]\nbash: /etc/x: Read-only file system\n[sandbox: file access denied under workspace-write mode]\n{hint}\n[exit code: 1]"
+        )
+    );
+    assert_eq!(
+        render_text_with(&out, false),
+        "[stderr]\nbash: /etc/x: Read-only file system\n[sandbox: file access denied under workspace-write mode]\n[exit code: 1]"
+    );
+    let value = serde_json::to_value(&out).unwrap();
+    assert_eq!(
+        value["sandbox"],
+        serde_json::json!({"mode": "workspace-write", "denied": true, "enforcement": "bwrap"})
+    );
+    let plain = serde_json::to_value(fg("", "", Some(0), None, false)).unwrap();
+    assert!(plain.get("sandbox").is_none());
 }

@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::escalation::ApprovalRoute;
 use crate::jobs::JobsRuntime;
 use crate::jobs::OwnerId;
+use crate::sandbox::SandboxPolicy;
 use crate::spill::SpillStore;
 
 /// Foreground executor and tool settings (`dsh-bash-local` / `dsh-tool-bash` defaults).
@@ -53,6 +55,11 @@ pub struct ShellContext {
     pub jobs: Option<Arc<JobsRuntime>>,
     /// The calling agent; owns the background jobs it starts.
     pub owner: Option<OwnerId>,
+    /// `Some` when the executor confines: the call's standing policy. `None` runs every
+    /// command unconfined and refuses `sandbox_permissions`.
+    pub sandbox: Option<SandboxPolicy>,
+    /// Where an escalation prompt for this call is routed.
+    pub approval: Option<ApprovalRoute>,
 }
 
 impl ShellContext {
@@ -68,6 +75,8 @@ impl ShellContext {
             spill: Arc::new(SpillStore::in_temp_dir()),
             jobs: None,
             owner: None,
+            sandbox: None,
+            approval: None,
         }
     }
 

@@ -4,7 +4,9 @@
 //! Owns: spawning `bash -c` in its own process group (stdin at EOF, group-wide kills on
 //! timeout, cancel and drop), bounded stream capture with full-stream spill files, the exact
 //! upstream result texts and cards, and the [`JobsRuntime`] (ids, owner fencing, admission
-//! limit, completion notices, owner cleanup).
+//! limit, completion notices, owner cleanup). Also the confining executor: file-write
+//! sandboxing under bubblewrap per [`SandboxMode`], denial markers, fail-closed runner
+//! failures, and one-call escalation through the tool runtime's approval seam.
 //! Does not own: when tools run or how results are logged (`dsh-tools`, `dsh-agent`).
 //! Must not depend on: `dsh-agent`, other concrete tool crates.
 
@@ -14,23 +16,27 @@ mod capture;
 pub mod cards;
 mod context;
 mod error;
+pub mod escalation;
 pub mod job_tools;
 pub mod jobs;
 pub mod notice;
 mod process;
 pub mod register;
+pub mod sandbox;
 pub mod spill;
 pub mod texts;
 
 pub use bash::BashArgs;
 pub use bash::BashOutput;
 pub use bash::SandboxPermissions;
+pub use bash::SandboxReport;
 pub use bash::StreamText;
 pub use capture::Capture;
 pub use capture::CaptureConfig;
 pub use context::BashConfig;
 pub use context::ShellContext;
 pub use error::ShellError;
+pub use escalation::ApprovalRoute;
 pub use job_tools::JobToolsConfig;
 pub use job_tools::JobsContext;
 pub use jobs::JobsConfig;
@@ -43,3 +49,8 @@ pub use process::kill_group;
 pub use register::ShellTools;
 pub use register::register_shell_tools;
 pub use register::shell_tool_definitions;
+pub use sandbox::ApprovalPolicy;
+pub use sandbox::SandboxConfig;
+pub use sandbox::SandboxMode;
+pub use sandbox::SandboxPolicy;
+pub use sandbox::SandboxRunner;

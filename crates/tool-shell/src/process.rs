@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::capture::Capture;
 use crate::capture::CaptureConfig;
+use crate::sandbox::Launch;
 
 /// How long the pipes may stay open after the shell itself exited before the rest of its
 /// process group is killed (a backgrounded grandchild still holding stdout).
@@ -71,14 +72,24 @@ pub struct ShellProcess {
 }
 
 /// Spawns `bash -c <command>` as the leader of a new process group, stdin `/dev/null`.
-pub fn spawn_shell(
+/// With a `launch` wrapper (the sandbox runner) the wrapper is the group leader and `bash`
+/// runs beneath it, still in the same group.
+pub(crate) fn spawn_shell(
     command: &str,
     cwd: &Path,
     env: &[(String, String)],
+    launch: Option<&Launch>,
     stdout_config: CaptureConfig,
     stderr_config: CaptureConfig,
 ) -> io::Result<ShellProcess> {
-    let mut cmd = Command::new("bash");
+    let mut cmd = match launch {
+        Some(launch) => {
+            let mut cmd = Command::new(&launch.program);
+            cmd.args(&launch.args).arg("bash");
+            cmd
+        }
+        None => Command::new("bash"),
+    };
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
@@ -251,11 +262,16 @@ pub fn signal_name(sig: i32) -> String {
 
 /// Node's rendering of a spawn failure (`spawn bash ENOENT`).
 pub fn spawn_error_message(err: &io::Error) -> String {
+    spawn_error_message_for("bash", err)
+}
+
+/// `spawn <file> <CODE>` for any program.
+pub fn spawn_error_message_for(file: &str, err: &io::Error) -> String {
     let code = match err.raw_os_error() {
         Some(raw) => errno_name(raw),
         None => err.to_string(),
     };
-    format!("spawn bash {code}")
+    format!("spawn {file} {code}")
 }
 
 fn errno_name(raw: i32) -> String {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
+use dsh_tools::ApprovalService;
 use dsh_tools::DefineError;
 use dsh_tools::RegisterError;
 use dsh_tools::ResultView;
@@ -23,6 +24,7 @@ use crate::bash::BashArgs;
 use crate::bash::BashOutput;
 use crate::context::ShellContext;
 use crate::error::ShellError;
+use crate::escalation::ApprovalRoute;
 use crate::job_tools;
 use crate::job_tools::JobKillArgs;
 use crate::job_tools::JobKillOutput;
@@ -34,6 +36,8 @@ use crate::job_tools::JobToolsConfig;
 use crate::job_tools::JobsContext;
 use crate::jobs::JobsRuntime;
 use crate::jobs::OwnerId;
+use crate::sandbox::ApprovalPolicy;
+use crate::sandbox::SandboxConfig;
 use crate::texts;
 
 /// Maps a call to the session context it runs in.
@@ -47,6 +51,10 @@ pub struct ShellTools {
     pub job_config: JobToolsConfig,
     /// `enableRunInBackground`.
     pub run_in_background: bool,
+    /// `Some` composes the confining executor: `bash` advertises `sandbox_permissions`, and
+    /// each call runs under this config's standing mode rooted at the session cwd (unless the
+    /// resolver already set [`ShellContext::sandbox`]).
+    pub sandbox: Option<SandboxConfig>,
 }
 
 /// Why registration failed.
@@ -69,6 +77,19 @@ impl From<ShellError> for ToolError {
 
 fn owner_of(run: &ToolRun) -> Option<OwnerId> {
     run.agent().map(|agent| OwnerId::new(agent.id()))
+}
+
+/// The approval service visible from the calling agent's scope, and the agent itself.
+fn approval_route(run: &ToolRun) -> ApprovalRoute {
+    let scope = run
+        .execution()
+        .subject()
+        .or_else(|| run.agent().map(|agent| agent.scope()));
+    ApprovalRoute {
+        service: scope.and_then(|scope| scope.service::<dyn ApprovalService>()),
+        agent: run.agent().cloned(),
+        call_id: run.call_id().to_owned(),
+    }
 }
 
 /// Converts between the local card types and `dsh-tools`' (same JSON shape).
@@ -106,17 +127,22 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
     let resolve = tools.resolve.clone();
     let jobs = tools.jobs.clone();
     let background = tools.run_in_background;
+    let sandbox = tools.sandbox.clone();
+    let confining = sandbox.is_some();
+    let hint = sandbox
+        .as_ref()
+        .is_some_and(|config| config.approval == ApprovalPolicy::Ask);
     Tool::builder(bash::BASH_TOOL_NAME)
-        .description(bash::bash_description(background, false))
-        .validated_parameters(bash::bash_parameters(background, false))
+        .description(bash::bash_description(background, confining))
+        .validated_parameters(bash::bash_parameters(background, confining))
         .author_output(
             &serde_json::json!({"type": "json"}),
-            |args: &Value, value: &Value| {
+            move |args: &Value, value: &Value| {
                 let args: BashArgs = serde_json::from_value(args.clone())
                     .map_err(|e| ToolError::new(e.to_string()))?;
                 let value: BashOutput = serde_json::from_value(value.clone())
                     .map_err(|e| ToolError::new(e.to_string()))?;
-                Ok(bash::render(&args, &value))
+                Ok(bash::render_with(&args, &value, hint))
             },
         )
         .present_call(|args: &Value| {
@@ -134,6 +160,8 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
         .run(move |args: Value, run: ToolRun| {
             let resolved = resolve(&run);
             let jobs = jobs.clone();
+            let sandbox = sandbox.clone();
+            let route = approval_route(&run);
             async move {
                 let args: BashArgs = serde_json::from_value(args)
                     .map_err(|e| ToolError::invalid_args(&[e.to_string()]))?;
@@ -144,6 +172,14 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
                 }
                 if ctx.jobs.is_none() {
                     ctx.jobs = Some(jobs);
+                }
+                if ctx.sandbox.is_none()
+                    && let Some(config) = &sandbox
+                {
+                    ctx.sandbox = Some(config.policy_for(&ctx.cwd));
+                }
+                if ctx.approval.is_none() {
+                    ctx.approval = Some(route);
                 }
                 let output = bash::run(args, &ctx, run.signal().clone()).await?;
                 Ok(output)

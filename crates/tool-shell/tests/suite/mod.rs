@@ -1,6 +1,8 @@
 mod background;
+mod escalation;
 mod foreground;
 mod recorded;
 mod registry;
+mod sandbox;
 mod schemas;
 mod support;

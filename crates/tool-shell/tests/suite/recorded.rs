@@ -138,8 +138,8 @@ async fn bash_spill_preview_and_notice() {
     assert_eq!(std::fs::read_to_string(locator).unwrap(), full);
 }
 
-/// `escalation-rejected` needs a confining executor and an approval round-trip, neither of
-/// which exists in this crate; without one, the escalation request is refused up front.
+/// `escalation-rejected` against an unconfined executor: there is nothing to escalate from,
+/// so the request is refused up front (the confined replay is in `escalation.rs`).
 #[tokio::test]
 async fn escalation_without_confining_executor_is_refused() {
     let rec = records(include_str!(

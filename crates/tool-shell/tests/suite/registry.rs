@@ -61,6 +61,7 @@ fn setup() -> Setup {
         jobs: JobsRuntime::new(JobsConfig::default()),
         job_config: JobToolsConfig::default(),
         run_in_background: true,
+        sandbox: None,
     };
     let disposers = register_shell_tools(&registry, &root, &tools).unwrap();
     let make = |name: &str| -> Arc<dyn AgentHandle> {
