@@ -1,9 +1,23 @@
-//! The `dsh` binary: the composition root. The only crate that prints to the terminal.
+//! The `dsh` binary: the composition root and the only crate that writes to the terminal.
+//!
+//! stdout rules: `dsh exec` prints the final answer (text) or JSON lines (stream-json) and
+//! nothing else; `dsh acp` writes only protocol frames to stdout. Diagnostics go to stderr
+//! through `tracing` (`DSH_LOG=debug` to see them).
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod compose;
+mod config;
+mod exec;
+mod sessions;
+mod shell;
+mod tools_cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::Parser;
 use clap::Subcommand;
-
-mod config;
 
 /// dsh: an agent harness for DeepSeek models, built around one guarded tool runtime.
 #[derive(Debug, Parser)]
@@ -14,14 +28,122 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Run one task headless and print the final answer.
+    Exec {
+        /// The task (words are joined with spaces).
+        #[arg(required = true)]
+        task: Vec<String>,
+        /// The working directory of the session (default: the current folder).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The model id to use (default from config: deepseek-v4-flash).
+        #[arg(long)]
+        model: Option<String>,
+        /// `text` prints the answer; `stream-json` prints every session event, then a result line.
+        #[arg(long, value_enum, default_value = "text")]
+        output: exec::Output,
+    },
+    /// Print the tool catalog the model sees in this folder.
+    Tools {
+        /// Print exactly the schemas sent to the model, as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The project folder (default: the current folder).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
+    /// Inspect stored sessions ($DSH_HOME/sessions).
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
+    /// Configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
 
-fn main() -> anyhow::Result<()> {
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// List stored sessions, newest first.
+    List,
+    /// Print a session's events as JSON lines (crash repair shown as it would be applied).
+    Show {
+        /// The session id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration and where each table came from.
+    Show {
+        /// The project folder whose `.dsh/config.toml` applies (default: the current folder).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    init_tracing();
     let cli = Cli::parse();
-    match cli.command {
-        None => {
-            anyhow::bail!("no command given; try `dsh --help`");
+    let result = match cli.command {
+        None => Err(anyhow::anyhow!("no command given; try `dsh --help`")),
+        Some(Command::Exec {
+            task,
+            cwd,
+            model,
+            output,
+        }) => exec::run(exec::ExecArgs {
+            task,
+            cwd,
+            model,
+            output,
+        }),
+        Some(Command::Tools { json, cwd }) => tools_cmd::run(json, cwd),
+        Some(Command::Sessions {
+            command: SessionsCommand::List,
+        }) => sessions::list(),
+        Some(Command::Sessions {
+            command: SessionsCommand::Show { id },
+        }) => sessions::show(&id),
+        Some(Command::Config {
+            command: ConfigCommand::Show { cwd },
+        }) => config_show(cwd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("dsh: {error:#}");
+            ExitCode::FAILURE
         }
-        Some(command) => match command {},
     }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn config_show(cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let cwd = match cwd {
+        Some(cwd) => cwd,
+        None => std::env::current_dir()?,
+    };
+    let config = config::Config::load(&cwd, &config::Overrides::default())?;
+    println!("# home: {}", config.home.display());
+    for (layer, path) in &config.files {
+        println!("# {layer} file: {}", path.display());
+    }
+    for (key, value) in config.tree() {
+        println!("[{key}] (from {})", config.source(key));
+        println!("{}", serde_json::to_string_pretty(value)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! Every recorded model response of the conformance scenarios, served over SSE exactly as the
 //! replay server will, must give the recorded usage, finish and model output.
-//! Data: `$DSH_CONFORMANCE_DIR` (default `/work/shared/conformance`); skipped when absent.
+//! Data: `$DSH_CONFORMANCE_DIR` (default `../shared/conformance` beside the repository); skipped when absent.
 
 use std::path::PathBuf;
 
@@ -29,7 +29,7 @@ use super::stream::prompt;
 
 fn entries() -> Vec<(String, Value)> {
     let root = std::env::var_os("DSH_CONFORMANCE_DIR")
-        .map_or_else(|| PathBuf::from("/work/shared/conformance"), PathBuf::from);
+        .map_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance")), PathBuf::from);
     let mut out = Vec::new();
     for suite in ["acp", "headless"] {
         let Ok(dirs) = std::fs::read_dir(root.join(suite)) else {

@@ -1,0 +1,415 @@
+//! The composition root: builds the plugin tree from configuration and creates agents.
+//!
+//! Process-wide plugins mount once on the root scope (tool registry, shell tools and the jobs
+//! runtime, todo, the spill policy). Per-session pieces (file tools bound to the session's cwd
+//! and file policy, the todo sink, job notices) attach to each agent's own scope, so disposing
+//! an agent removes exactly what was added for it.
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use dsh_agent::Agent;
+use dsh_agent::AgentConfig;
+use dsh_agent::AgentHandle;
+use dsh_agent::PromptConfig;
+use dsh_agent::prompt::Section;
+use dsh_kernel::Scope;
+use dsh_llm::DeepSeekAdapter;
+use dsh_llm::DeepSeekConfig;
+use dsh_llm::ModelAdapter;
+use dsh_session::CreateOptions;
+use dsh_session::SessionLog;
+use dsh_session::SessionStore;
+use dsh_spill::SpillPolicy;
+use dsh_spill::SpillStore;
+use dsh_tool_fs::FilePolicy;
+use dsh_tool_fs::FsContext;
+use dsh_tool_fs::SandboxMode;
+use dsh_tool_todo::Todo;
+use dsh_tool_todo::TodoConfig;
+use dsh_tool_todo::TodoSink;
+use dsh_tools::PresentationMode;
+use dsh_tools::RegistryConfig;
+use dsh_tools::ToolRegistry;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::config::Config;
+
+/// `[plugins.sandbox]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    #[serde(default = "default_sandbox_mode")]
+    pub mode: String,
+}
+
+fn default_sandbox_mode() -> String {
+    "workspace-write".to_owned()
+}
+
+/// `[plugins.approval]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalSettings {
+    /// `ask` or `never`; default: `never` under danger-full-access, else `ask`.
+    pub policy: Option<String>,
+}
+
+/// `[plugins.bash]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashSettings {
+    #[serde(default = "default_bash_timeout")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_true")]
+    pub run_in_background: bool,
+}
+
+fn default_bash_timeout() -> u64 {
+    60_000
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `[plugins.fs]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsSettings {
+    /// Sample over-cap glob results instead of listing the oldest (upstream `globSampling`).
+    pub glob_sampling: Option<bool>,
+    pub glob_max_results: Option<usize>,
+    pub grep_max_matches: Option<usize>,
+}
+
+/// `[plugins.spill]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpillSettings {
+    /// Results whose text exceeds this many bytes move to a spill file; `0` disables.
+    #[serde(default = "default_inline_cap")]
+    pub max_inline_bytes: usize,
+    /// Where spill files go (default: a private directory under the OS temp directory).
+    pub root: Option<PathBuf>,
+}
+
+fn default_inline_cap() -> usize {
+    50_000
+}
+
+/// `[plugins.todo]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TodoSettings {
+    #[serde(default = "default_true")]
+    pub allow_parallel_in_progress: bool,
+}
+
+/// `[prompt]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSettings {
+    pub persona: Option<String>,
+}
+
+const DEFAULT_PERSONA: &str = "You are a coding agent powered by the {{model}} model. Your working directory is {{cwd}}. Work in small verified steps: read before you edit, run what you change, and keep answers brief and factual.";
+
+/// Reads one `[plugins.<name>]` table into its settings type, naming the plugin on error.
+fn plugin<T: serde::de::DeserializeOwned>(config: &Config, name: &str) -> anyhow::Result<T> {
+    serde_json::from_value(config.plugin_settings(name))
+        .with_context(|| format!("invalid [plugins.{name}] settings"))
+}
+
+/// Every setting the composition reads, parsed and checked up front so a typo fails before
+/// any session starts.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub provider: String,
+    pub model: String,
+    pub tools_mode: PresentationMode,
+    pub max_parallel: usize,
+    pub sandbox: SandboxMode,
+    pub approval_never: bool,
+    pub bash: BashSettings,
+    pub fs: FsSettings,
+    pub spill: SpillSettings,
+    pub todo: TodoSettings,
+    pub persona: String,
+}
+
+impl Settings {
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let sandbox: SandboxSettings = plugin(config, "sandbox")?;
+        let sandbox = match sandbox.mode.as_str() {
+            "read-only" => SandboxMode::ReadOnly,
+            "workspace-write" => SandboxMode::WorkspaceWrite,
+            "danger-full-access" => SandboxMode::DangerFullAccess,
+            other => anyhow::bail!(
+                "[plugins.sandbox] mode must be read-only, workspace-write or danger-full-access, not {other:?}"
+            ),
+        };
+        let approval: ApprovalSettings = plugin(config, "approval")?;
+        let approval_never = match approval.policy.as_deref() {
+            None => sandbox == SandboxMode::DangerFullAccess,
+            Some("never") => true,
+            Some("ask") => false,
+            Some(other) => {
+                anyhow::bail!("[plugins.approval] policy must be ask or never, not {other:?}")
+            }
+        };
+        let tools_mode = match config.get_str("tools.mode").unwrap_or("native") {
+            "native" => PresentationMode::Native,
+            "code" => PresentationMode::Code,
+            "both" => PresentationMode::Both,
+            other => anyhow::bail!("tools.mode must be native, code or both, not {other:?}"),
+        };
+        let max_parallel = match config
+            .get("tools.max_parallel")
+            .and_then(serde_json::Value::as_u64)
+        {
+            Some(0) => anyhow::bail!("tools.max_parallel must be a positive integer"),
+            Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            None => dsh_agent::DEFAULT_MAX_PARALLEL_TOOL_CALLS,
+        };
+        let prompt: PromptSettings = match config.get("prompt") {
+            Some(value) => {
+                serde_json::from_value(value.clone()).context("invalid [prompt] settings")?
+            }
+            None => PromptSettings::default(),
+        };
+        Ok(Self {
+            provider: config
+                .get_str("model.provider")
+                .unwrap_or("deepseek-official")
+                .to_owned(),
+            model: config
+                .get_str("model.name")
+                .unwrap_or(dsh_llm::DEFAULT_MODEL)
+                .to_owned(),
+            tools_mode,
+            max_parallel,
+            sandbox,
+            approval_never,
+            bash: plugin(config, "bash")?,
+            fs: plugin(config, "fs")?,
+            spill: plugin(config, "spill")?,
+            todo: plugin(config, "todo")?,
+            persona: prompt.persona.unwrap_or_else(|| DEFAULT_PERSONA.to_owned()),
+        })
+    }
+}
+
+/// The assembled harness: one per process.
+pub struct Harness {
+    pub config: Config,
+    pub settings: Settings,
+    pub root: Scope,
+    pub registry: Arc<ToolRegistry>,
+    pub store: SessionStore,
+    pub adapter: Arc<dyn ModelAdapter>,
+    pub spill: SpillStore,
+    shell: crate::shell::ShellPlugin,
+}
+
+impl Harness {
+    /// Builds the process-wide plugin tree. Cheap: no network, no session yet.
+    pub fn build(config: Config) -> anyhow::Result<Self> {
+        let settings = Settings::from_config(&config)?;
+        let root = Scope::root();
+        let registry = ToolRegistry::install(
+            &root,
+            RegistryConfig {
+                mode: settings.tools_mode,
+            },
+        )
+        .context("cannot install the tool registry")?;
+        let mut deepseek = DeepSeekConfig::from_env();
+        if let Some(base) = config.get_str("model.base_url") {
+            deepseek.base_url = base.to_owned();
+        }
+        let adapter: Arc<dyn ModelAdapter> =
+            Arc::new(DeepSeekAdapter::new(deepseek).context("invalid model configuration")?);
+        let spill = match &settings.spill.root {
+            Some(root) => SpillStore::new(root),
+            None => SpillStore::in_temp_dir(),
+        };
+        if settings.spill.max_inline_bytes > 0 {
+            dsh_spill::install_policy(
+                &registry,
+                &root,
+                SpillPolicy {
+                    max_inline_bytes: settings.spill.max_inline_bytes,
+                    store: spill.clone(),
+                },
+            );
+        }
+        if config.plugin_enabled("todo", true)? {
+            dsh_tool_todo::register(
+                &registry,
+                &root,
+                TodoConfig {
+                    allow_parallel_in_progress: settings.todo.allow_parallel_in_progress,
+                },
+            )?;
+        }
+        let shell = crate::shell::ShellPlugin::mount(&config, &settings, &registry, &root, &spill)?;
+        let store = SessionStore::new(config.home.clone());
+        Ok(Self {
+            config,
+            settings,
+            root,
+            registry,
+            store,
+            adapter,
+            spill,
+            shell,
+        })
+    }
+
+    /// A fresh persisted session in `cwd` with a new agent on it (idle until prompted).
+    pub fn new_agent(&self, cwd: &Path, id: Option<String>) -> anyhow::Result<AgentHandle> {
+        let cwd = absolute(cwd)?;
+        let log = self
+            .store
+            .create(CreateOptions {
+                id,
+                cwd: Some(cwd.clone()),
+                ..CreateOptions::default()
+            })
+            .context("cannot create the session log")?;
+        self.attach(log, &cwd, false)
+    }
+
+    /// An agent over an in-memory log: what a session in `cwd` would offer the model, without
+    /// persisting anything (for `dsh tools`).
+    pub fn preview_agent(&self, cwd: &Path) -> anyhow::Result<AgentHandle> {
+        let cwd = absolute(cwd)?;
+        let header =
+            dsh_session::SessionHeader::new("preview", Some(cwd.to_string_lossy().into_owned()));
+        self.attach(SessionLog::in_memory(header), &cwd, false)
+    }
+
+    /// Reopens a stored session (crash repair applied) with a new agent on it.
+    pub fn resume_agent(&self, id: &str) -> anyhow::Result<AgentHandle> {
+        let log = self
+            .store
+            .resume(id)
+            .with_context(|| format!("cannot resume session {id}"))?;
+        let cwd = match log.header().cwd.as_deref() {
+            Some(cwd) => PathBuf::from(cwd),
+            None => std::env::current_dir()?,
+        };
+        self.attach(log, &cwd, true)
+    }
+
+    fn attach(&self, log: SessionLog, cwd: &Path, resume: bool) -> anyhow::Result<AgentHandle> {
+        let cwd_text = cwd.to_string_lossy().into_owned();
+        let policy = FilePolicy::new(self.settings.sandbox, cwd);
+        let config = AgentConfig {
+            id: log.id().to_owned(),
+            cwd: Some(cwd_text),
+            provider: self.settings.provider.clone(),
+            model: self.settings.model.clone(),
+            max_tokens: None,
+            adapter: self.adapter.clone(),
+            tools: self.registry.clone(),
+            scope: self.root.clone(),
+            log: log.clone(),
+            prompt: self.prompt(&policy),
+            max_parallel_tool_calls: self.settings.max_parallel,
+        };
+        let handle = if resume {
+            Agent::resume(config)?
+        } else {
+            Agent::create(config)?
+        };
+        let scope = handle.scope().clone();
+        scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;
+        if self.config.plugin_enabled("fs", true)? {
+            let mut fs = FsContext::new(cwd, policy);
+            fs.spill = dsh_tool_fs::SpillConfig::new(self.spill.clone(), log.id());
+            if let Some(sampling) = self.settings.fs.glob_sampling {
+                fs.limits.sample_over_cap_glob_results = sampling;
+            }
+            if let Some(max) = self.settings.fs.glob_max_results {
+                fs.limits.glob_max_results = max;
+            }
+            if let Some(max) = self.settings.fs.grep_max_matches {
+                fs.limits.grep_max_matches = max;
+            }
+            dsh_tool_fs::register::register_fs_tools(&self.registry, &scope, fs)?;
+        }
+        self.shell.attach(&handle, cwd, &log)?;
+        Ok(handle)
+    }
+
+    fn prompt(&self, policy: &FilePolicy) -> PromptConfig {
+        let approval = if self.settings.approval_never {
+            "Approval prompts are disabled in this session: actions that require approval are rejected automatically — do not request sandbox escalation (do not set `sandbox_permissions`)."
+        } else {
+            "Approval policy: ask. Operations that require approval may ask through the configured answerers; without an available answerer, the request fails closed."
+        };
+        let mut sections = Vec::new();
+        if self.config.plugin_enabled("fs", true).unwrap_or(true) {
+            use dsh_tool_fs::schema as fs;
+            for section in [
+                fs::READ_SECTION,
+                fs::WRITE_SECTION,
+                fs::EDIT_SECTION,
+                fs::GREP_SECTION,
+            ] {
+                sections.push(Section::new(
+                    section.id,
+                    f64::from(section.order),
+                    section.text,
+                ));
+            }
+            let sampling = self.settings.fs.glob_sampling.unwrap_or(true);
+            sections.push(Section::new(
+                "tool:glob",
+                f64::from(fs::GLOB_SECTION_ORDER),
+                fs::glob_section_text(sampling),
+            ));
+        }
+        sections.extend(self.shell.prompt_sections());
+        PromptConfig {
+            persona: self.settings.persona.clone(),
+            sections,
+            contexts: vec![
+                Section::new("sandbox:policy", 1.0, policy.policy_text()),
+                Section::new("approval:policy", 2.0, approval),
+            ],
+            ..PromptConfig::default()
+        }
+    }
+
+    /// Disposes every agent and plugin, newest first.
+    pub fn shutdown(&self) {
+        self.root.dispose();
+    }
+}
+
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    let path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    };
+    Ok(path.canonicalize().unwrap_or(path))
+}
+
+/// Appends `todo/write {todos}` to the session the tool ran in.
+struct LogTodoSink(SessionLog);
+
+impl TodoSink for LogTodoSink {
+    fn record(&self, todos: &[Todo]) -> Result<(), String> {
+        self.0
+            .append("todo/write", json!({ "todos": todos }), None)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}

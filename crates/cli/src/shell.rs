@@ -1,0 +1,169 @@
+//! The shell plugin of the composition: `bash`, the jobs runtime and the job tools, mounted
+//! once; each agent gets its session facts and a completion-notice pump.
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_agent::AgentHandle;
+use dsh_agent::prompt::Section;
+use dsh_kernel::Scope;
+use dsh_session::SessionLog;
+use dsh_tool_shell::BashConfig;
+use dsh_tool_shell::JobToolsConfig;
+use dsh_tool_shell::JobsConfig;
+use dsh_tool_shell::JobsRuntime;
+use dsh_tool_shell::OwnerId;
+use dsh_tool_shell::SandboxConfig;
+use dsh_tool_shell::ShellContext;
+use dsh_tool_shell::ShellTools;
+use dsh_tool_shell::WakeBudget;
+use dsh_tool_shell::notice::CompletionDelivery;
+use dsh_tool_shell::notice::NoticeDelivery;
+use dsh_tool_shell::sandbox::ApprovalPolicy;
+use dsh_tool_shell::sandbox::SandboxMode;
+use dsh_tools::ToolError;
+use dsh_tools::ToolRegistry;
+use dsh_tools::ToolRun;
+
+use crate::compose::Settings;
+use crate::config::Config;
+
+/// What the shell tools need to know about the session a call runs in.
+struct SessionFacts {
+    id: String,
+    cwd: PathBuf,
+    jsonl: Option<PathBuf>,
+}
+
+pub struct ShellPlugin {
+    jobs: Option<Arc<JobsRuntime>>,
+    enabled: bool,
+    background: bool,
+}
+
+/// An idle owner is woken by job notices at most this many times in a row.
+const MAX_CONSECUTIVE_WAKES: u32 = 3;
+
+impl ShellPlugin {
+    pub fn mount(
+        config: &Config,
+        settings: &Settings,
+        registry: &ToolRegistry,
+        root: &Scope,
+        spill: &dsh_spill::SpillStore,
+    ) -> anyhow::Result<Self> {
+        if !config.plugin_enabled("bash", true)? {
+            return Ok(Self {
+                jobs: None,
+                enabled: false,
+                background: false,
+            });
+        }
+        let jobs = JobsRuntime::new(JobsConfig::default());
+        let mode = match settings.sandbox {
+            dsh_tool_fs::SandboxMode::ReadOnly => SandboxMode::ReadOnly,
+            dsh_tool_fs::SandboxMode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+            dsh_tool_fs::SandboxMode::DangerFullAccess => SandboxMode::DangerFullAccess,
+        };
+        let mut sandbox = SandboxConfig::new(mode);
+        sandbox.approval = if settings.approval_never {
+            ApprovalPolicy::Never
+        } else {
+            ApprovalPolicy::Ask
+        };
+        let bash = BashConfig {
+            timeout_ms: settings.bash.timeout_ms,
+            enable_run_in_background: settings.bash.run_in_background,
+            ..BashConfig::default()
+        };
+        let spill_store = Arc::new(dsh_tool_shell::spill::SpillStore::new(spill.root()));
+        let home = config.home.clone();
+        let runtime = jobs.clone();
+        let resolve = Arc::new(move |run: &ToolRun| -> Result<ShellContext, ToolError> {
+            let agent = run
+                .agent()
+                .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
+            let facts = agent
+                .scope()
+                .service::<SessionFacts>()
+                .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
+            let mut ctx = ShellContext::new(facts.cwd.clone(), facts.id.clone());
+            ctx.dsh_home = Some(home.clone());
+            ctx.session_jsonl = facts.jsonl.clone();
+            ctx.config = bash.clone();
+            ctx.spill = spill_store.clone();
+            ctx.jobs = Some(runtime.clone());
+            ctx.owner = Some(OwnerId::new(agent.id()));
+            Ok(ctx)
+        });
+        let tools = ShellTools {
+            resolve,
+            jobs: jobs.clone(),
+            job_config: JobToolsConfig::default(),
+            run_in_background: settings.bash.run_in_background,
+            sandbox: Some(sandbox),
+        };
+        dsh_tool_shell::register_shell_tools(registry, root, &tools)?;
+        Ok(Self {
+            jobs: Some(jobs),
+            enabled: true,
+            background: settings.bash.run_in_background,
+        })
+    }
+
+    pub fn prompt_sections(&self) -> Vec<Section> {
+        if !self.enabled {
+            return Vec::new();
+        }
+        let mut sections = vec![Section::new(
+            "tool:bash",
+            105.0,
+            dsh_tool_shell::texts::BASH_PROMPT_SECTION,
+        )];
+        if self.background {
+            sections.push(Section::new(
+                "tool:jobs",
+                106.0,
+                dsh_tool_shell::texts::JOBS_PROMPT_SECTION,
+            ));
+        }
+        sections
+    }
+
+    /// Gives the agent's scope its session facts, pumps job notices into the agent, and stops
+    /// the agent's jobs when it is disposed.
+    pub fn attach(&self, agent: &AgentHandle, cwd: &Path, log: &SessionLog) -> anyhow::Result<()> {
+        let scope = agent.scope().clone();
+        scope.provide(Arc::new(SessionFacts {
+            id: agent.id().to_owned(),
+            cwd: cwd.to_path_buf(),
+            jsonl: log.path(),
+        }))?;
+        let Some(jobs) = self.jobs.clone() else {
+            return Ok(());
+        };
+        let owner = OwnerId::new(agent.id());
+        let mut notices = jobs.subscribe(&owner);
+        let weak = agent.clone();
+        let pump = tokio::spawn(async move {
+            let mut budget = WakeBudget::new(CompletionDelivery::Wakeup, MAX_CONSECUTIVE_WAKES);
+            while let Some(notice) = notices.recv().await {
+                let idle = weak.status() == dsh_agent::AgentStatus::Idle;
+                let message = dsh_tool_shell::notice_message(&notice);
+                let sent = match budget.decide(idle) {
+                    NoticeDelivery::FollowUp => weak.followup(message),
+                    NoticeDelivery::Inject => weak.inject(message),
+                };
+                if sent.is_err() {
+                    break;
+                }
+            }
+        });
+        scope.defer(move || {
+            pump.abort();
+            tokio::spawn(async move { jobs.dispose_owner(&owner).await });
+        });
+        Ok(())
+    }
+}
