@@ -14,6 +14,7 @@
 
 pub mod acp;
 mod binding;
+pub mod composition;
 pub mod error;
 pub mod harness;
 pub mod headless;

@@ -278,6 +278,9 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
         .prefix("dsh-conformance-home-")
         .tempdir()
         .map_err(|e| format!("cannot create DSH_HOME: {e}"))?;
+    let config = crate::composition::config_toml(spec, home.path());
+    std::fs::write(home.path().join("config.toml"), config)
+        .map_err(|e| format!("cannot write the dsh config: {e}"))?;
     let replay = ReplayServer::start(
         scenario,
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),

@@ -42,6 +42,12 @@ pub struct ScenarioSpec {
     pub invocation: Option<Invocation>,
     #[serde(default)]
     pub tool_results_missing: Vec<String>,
+    /// Provenance, including the composition files the recorded run used.
+    #[serde(default)]
+    pub upstream: Map<String, Value>,
+    /// `native`, `code` or `both`.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// One client-script step: the `op` plus its op-specific fields, kept raw.

@@ -1,0 +1,93 @@
+//! Translates a scenario's recorded composition into dsh configuration.
+//!
+//! The recorded runs used upstream composition files (`upstream.config_files`): the snapshot
+//! harness ran `danger-full-access` unless `DSH_PERMISSION_MODE` said otherwise, the `fs`
+//! overlay spilled results over 800 bytes under a fixed root, the fs-search composition
+//! sampled glob results over a cap of 4, and so on. dsh reaches the same behaviour through its
+//! own settings, which the runner writes to `$DSH_HOME/config.toml` (the user layer, so the
+//! scenario's environment still wins).
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::scenario::ScenarioSpec;
+
+/// The `config.toml` for one scenario run.
+pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
+    let files: Vec<&str> = spec
+        .upstream
+        .get("config_files")
+        .and_then(Value::as_array)
+        .map(|files| files.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let uses = |name: &str| files.iter().any(|file| file.ends_with(name));
+    let mut toml =
+        String::from("# written by dsh-conformance from the scenario's recorded composition\n");
+    toml.push_str("[plugins.sandbox]\nmode = \"danger-full-access\"\n\n");
+    if uses("/fs.cordis.yml") {
+        let root = spec
+            .spill_root
+            .clone()
+            .unwrap_or_else(|| home.join("spill").to_string_lossy().into_owned());
+        let _ = write!(
+            toml,
+            "[plugins.spill]\nmax_inline_bytes = 800\nroot = {}\n\n",
+            quote(&root)
+        );
+    } else {
+        toml.push_str("[plugins.spill]\nmax_inline_bytes = 0\n\n");
+    }
+    if uses("/fs-search.cordis.yml") {
+        toml.push_str("[plugins.fs]\nglob_sampling = true\nglob_max_results = 4\n\n");
+    }
+    if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
+        let _ = write!(toml, "[tools]\nmode = {}\n\n", quote(mode));
+    }
+    toml
+}
+
+fn quote(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: Value) -> ScenarioSpec {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn the_fs_overlay_spills_at_800_bytes_under_the_recorded_root() {
+        let spec = spec(serde_json::json!({
+            "suite": "acp", "name": "bash-spill", "spill_root": "/tmp/dsh-acp-snap-ee77dff02",
+            "upstream": {"config_files": ["examples/acp-agent/fs.cordis.yml", "examples/acp-agent/cordis.yml"]}
+        }));
+        let toml = config_toml(&spec, Path::new("/h"));
+        assert!(
+            toml.contains(
+                "[plugins.spill]\nmax_inline_bytes = 800\nroot = \"/tmp/dsh-acp-snap-ee77dff02\""
+            ),
+            "{toml}"
+        );
+        assert!(toml.contains("mode = \"danger-full-access\""));
+    }
+
+    #[test]
+    fn the_base_composition_does_not_spill_and_search_samples() {
+        let base = spec(
+            serde_json::json!({"suite": "acp", "name": "x", "upstream": {"config_files": ["examples/acp-agent/cordis.yml"]}}),
+        );
+        assert!(config_toml(&base, Path::new("/h")).contains("max_inline_bytes = 0"));
+        let search = spec(
+            serde_json::json!({"suite": "acp", "name": "y", "mode": "code",
+            "upstream": {"config_files": ["examples/acp-agent/tests/fs-search.cordis.yml"]}}),
+        );
+        let toml = config_toml(&search, Path::new("/h"));
+        assert!(toml.contains("glob_max_results = 4"));
+        assert!(toml.contains("[tools]\nmode = \"code\""));
+    }
+}
