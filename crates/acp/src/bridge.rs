@@ -1,0 +1,466 @@
+//! The bridge state and one method per ACP request: lifecycle (§1A) with the editor mapping
+//! (§1B). Handlers run inside the SDK's dispatch loop, so none of them waits on the client:
+//! long work (a prompt) is spawned and answers through its responder.
+
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::Error as RpcError;
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::AgentCapabilities;
+use agent_client_protocol::v1::schema::CancelNotification;
+use agent_client_protocol::v1::schema::CurrentModeUpdate;
+use agent_client_protocol::v1::schema::Implementation;
+use agent_client_protocol::v1::schema::InitializeRequest;
+use agent_client_protocol::v1::schema::InitializeResponse;
+use agent_client_protocol::v1::schema::ListSessionsRequest;
+use agent_client_protocol::v1::schema::ListSessionsResponse;
+use agent_client_protocol::v1::schema::LoadSessionRequest;
+use agent_client_protocol::v1::schema::LoadSessionResponse;
+use agent_client_protocol::v1::schema::NewSessionRequest;
+use agent_client_protocol::v1::schema::NewSessionResponse;
+use agent_client_protocol::v1::schema::PromptCapabilities;
+use agent_client_protocol::v1::schema::PromptRequest;
+use agent_client_protocol::v1::schema::PromptResponse;
+use agent_client_protocol::v1::schema::SessionCapabilities;
+use agent_client_protocol::v1::schema::SessionInfo;
+use agent_client_protocol::v1::schema::SessionListCapabilities;
+use agent_client_protocol::v1::schema::SessionMode;
+use agent_client_protocol::v1::schema::SessionModeState;
+use agent_client_protocol::v1::schema::SessionUpdate;
+use agent_client_protocol::v1::schema::SetSessionModeRequest;
+use agent_client_protocol::v1::schema::SetSessionModeResponse;
+use dsh_agent::AbortReason;
+use dsh_agent::AgentError;
+use dsh_protocol::Message;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::error::AcpError;
+use crate::error::internal_error;
+use crate::error::invalid_params;
+use crate::error::texts;
+use crate::factory::ModeState;
+use crate::factory::NewSession;
+use crate::factory::SessionFactory;
+use crate::prompt;
+use crate::session::PromptSlot;
+use crate::session::Session;
+use crate::session::lock;
+use crate::time::iso_millis;
+
+/// How the bridge introduces itself at `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeConfig {
+    pub agent_name: String,
+    pub agent_version: String,
+}
+
+impl Default for BridgeConfig {
+    /// The reference bridge's identity, which recorded clients expect.
+    fn default() -> Self {
+        Self {
+            agent_name: "deepseek-harness-acp".into(),
+            agent_version: "0.0.1".into(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    closed: bool,
+    terminal_output: bool,
+    sessions: HashMap<String, Arc<Session>>,
+    loading: HashSet<String>,
+}
+
+pub(crate) struct Bridge {
+    factory: Arc<dyn SessionFactory>,
+    config: BridgeConfig,
+    state: Mutex<State>,
+    /// Settling prompts; teardown waits for them so every prompt gets its answer.
+    tasks: TaskTracker,
+}
+
+fn modes_wire(modes: &ModeState) -> SessionModeState {
+    let available = modes
+        .available
+        .iter()
+        .map(|mode| {
+            SessionMode::new(mode.id.clone(), mode.name.clone())
+                .description(mode.description.clone())
+        })
+        .collect();
+    SessionModeState::new(modes.current.clone(), available)
+}
+
+fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
+    if cwd.is_absolute() {
+        Ok(())
+    } else {
+        Err(invalid_params(texts::cwd_not_absolute(
+            &cwd.to_string_lossy(),
+        )))
+    }
+}
+
+impl Bridge {
+    pub(crate) fn new(factory: Arc<dyn SessionFactory>, config: BridgeConfig) -> Self {
+        Self {
+            factory,
+            config,
+            state: Mutex::new(State::default()),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    fn ensure_open(&self) -> Result<(), RpcError> {
+        if lock(&self.state).closed {
+            Err(internal_error(texts::DISPOSED))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn session(&self, id: &str) -> Result<Arc<Session>, RpcError> {
+        let state = lock(&self.state);
+        if state.closed {
+            return Err(internal_error(texts::DISPOSED));
+        }
+        state
+            .sessions
+            .get(id)
+            .cloned()
+            .ok_or_else(|| invalid_params(texts::unknown_session(id)))
+    }
+
+    pub(crate) fn initialize(&self, request: &InitializeRequest) -> InitializeResponse {
+        let terminal = request
+            .client_capabilities
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("terminal_output"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
+        lock(&self.state).terminal_output = terminal;
+        let capabilities = AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(
+                PromptCapabilities::new()
+                    .image(false)
+                    .audio(false)
+                    .embedded_context(false),
+            )
+            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+        InitializeResponse::new(ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(Implementation::new(
+                self.config.agent_name.clone(),
+                self.config.agent_version.clone(),
+            ))
+    }
+
+    pub(crate) async fn new_session(
+        &self,
+        request: NewSessionRequest,
+        connection: ConnectionTo<Client>,
+    ) -> Result<NewSessionResponse, RpcError> {
+        self.ensure_open()?;
+        check_cwd(&request.cwd)?;
+        if !request.additional_directories.is_empty() {
+            return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
+        }
+        if !request.mcp_servers.is_empty() && !self.factory.supports_mcp_servers() {
+            return Err(invalid_params(texts::MCP_SERVERS));
+        }
+        let mcp_servers = request
+            .mcp_servers
+            .iter()
+            .map(|server| serde_json::to_value(server).map_err(|e| internal_error(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let parts = self
+            .factory
+            .create(NewSession {
+                session_id: session_id.clone(),
+                cwd: request.cwd.clone(),
+                mcp_servers,
+            })
+            .await
+            .map_err(crate::error::FactoryError::into_rpc)?;
+        let terminal = lock(&self.state).terminal_output;
+        let agent = parts.agent.clone();
+        let session = Session::attach(
+            session_id.clone(),
+            request.cwd,
+            parts,
+            connection,
+            terminal,
+            false,
+        )
+        .map_err(|error| abandon(agent, &error))?;
+        let modes = lock(&session.modes).as_ref().map(modes_wire);
+        self.register(session)?;
+        Ok(NewSessionResponse::new(session_id).modes(modes))
+    }
+
+    /// Adds a session unless the bridge closed meanwhile (then its agent is disposed).
+    fn register(&self, session: Arc<Session>) -> Result<(), RpcError> {
+        let mut state = lock(&self.state);
+        state.loading.remove(&session.id);
+        if state.closed {
+            drop(state);
+            let agent = session.agent.clone();
+            tokio::spawn(async move { agent.dispose().await });
+            return Err(internal_error(texts::DISPOSED));
+        }
+        state.sessions.insert(session.id.clone(), session);
+        Ok(())
+    }
+
+    pub(crate) async fn load_session(
+        &self,
+        request: LoadSessionRequest,
+        connection: ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse, RpcError> {
+        check_cwd(&request.cwd)?;
+        if !request.additional_directories.is_empty() {
+            return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
+        }
+        if !request.mcp_servers.is_empty() && !self.factory.supports_mcp_servers() {
+            return Err(invalid_params(texts::MCP_SERVERS));
+        }
+        let id = request.session_id.0.to_string();
+        {
+            let mut state = lock(&self.state);
+            if state.closed {
+                return Err(internal_error(texts::DISPOSED));
+            }
+            if state.sessions.contains_key(&id) || !state.loading.insert(id.clone()) {
+                return Err(invalid_params(format!("session is already loaded: {id}")));
+            }
+        }
+        let result = self.load_inner(id.clone(), request.cwd, connection).await;
+        if result.is_err() {
+            lock(&self.state).loading.remove(&id);
+        }
+        result
+    }
+
+    async fn load_inner(
+        &self,
+        id: String,
+        cwd: PathBuf,
+        connection: ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse, RpcError> {
+        let parts = self
+            .factory
+            .load(id.clone(), cwd.clone())
+            .await
+            .map_err(crate::error::FactoryError::into_rpc)?;
+        let stored = parts.agent.log().header().cwd.clone();
+        if stored.as_deref().map(Path::new) != Some(cwd.as_path()) {
+            parts.agent.dispose().await;
+            let stored = stored.unwrap_or_default();
+            return Err(invalid_params(format!(
+                "session {id} belongs to cwd {stored}, not {}",
+                cwd.to_string_lossy()
+            )));
+        }
+        let terminal = lock(&self.state).terminal_output;
+        let agent = parts.agent.clone();
+        let session = Session::attach(id, cwd, parts, connection, terminal, true)
+            .map_err(|error| abandon(agent, &error))?;
+        let modes = lock(&session.modes).as_ref().map(modes_wire);
+        self.register(session)?;
+        Ok(LoadSessionResponse::new().modes(modes))
+    }
+
+    pub(crate) async fn list_sessions(
+        &self,
+        request: ListSessionsRequest,
+    ) -> Result<ListSessionsResponse, RpcError> {
+        self.ensure_open()?;
+        if request.cursor.is_some() {
+            return Err(invalid_params(texts::CURSOR));
+        }
+        if let Some(cwd) = &request.cwd {
+            check_cwd(cwd)?;
+        }
+        let live: Vec<Arc<Session>> = lock(&self.state).sessions.values().cloned().collect();
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        // Live sessions first, newest (latest log activity) first.
+        let mut live: Vec<(u64, Arc<Session>)> = live
+            .into_iter()
+            .map(|s| (s.agent.log().last().map_or(0, |e| e.time), s))
+            .collect();
+        live.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+        for (time, session) in live {
+            if request.cwd.as_ref().is_some_and(|cwd| cwd != &session.cwd) {
+                continue;
+            }
+            seen.insert(session.id.clone());
+            let title = latest_title(&session);
+            out.push(
+                SessionInfo::new(session.id.clone(), session.cwd.clone())
+                    .title(title)
+                    .updated_at(iso_millis(time)),
+            );
+        }
+        let mut stored = self
+            .factory
+            .list(request.cwd.clone())
+            .await
+            .map_err(crate::error::FactoryError::into_rpc)?;
+        stored.sort_by_key(|entry| std::cmp::Reverse(entry.updated_at_ms));
+        for entry in stored {
+            if seen.contains(&entry.session_id)
+                || request.cwd.as_ref().is_some_and(|cwd| cwd != &entry.cwd)
+            {
+                continue;
+            }
+            out.push(
+                SessionInfo::new(entry.session_id, entry.cwd)
+                    .title(entry.title)
+                    .updated_at(entry.updated_at_ms.map(iso_millis)),
+            );
+        }
+        Ok(ListSessionsResponse::new(out))
+    }
+
+    pub(crate) fn set_mode(
+        &self,
+        request: SetSessionModeRequest,
+    ) -> Result<SetSessionModeResponse, RpcError> {
+        let session = self.session(&request.session_id.0)?;
+        let mode = request.mode_id.0.to_string();
+        let known = lock(&session.modes)
+            .as_ref()
+            .is_some_and(|m| m.available.iter().any(|a| a.id == mode));
+        if !known {
+            return Err(invalid_params(format!("unknown mode: {mode}")));
+        }
+        self.factory
+            .set_mode(&session.agent, &mode)
+            .map_err(crate::error::FactoryError::into_rpc)?;
+        if let Some(modes) = lock(&session.modes).as_mut() {
+            modes.current = mode.clone();
+        }
+        session.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+            mode,
+        )));
+        Ok(SetSessionModeResponse::new())
+    }
+
+    /// Admission runs here, synchronously (no await before the slot is reserved and the message
+    /// queued); settlement is spawned and answers through `respond`.
+    pub(crate) fn prompt(
+        self: &Arc<Self>,
+        request: PromptRequest,
+        respond: impl FnOnce(Result<PromptResponse, RpcError>) + Send + 'static,
+    ) {
+        let session = match self.session(&request.session_id.0) {
+            Ok(session) => session,
+            Err(error) => return respond(Err(error)),
+        };
+        let cancelled = CancellationToken::new();
+        {
+            let mut slot = lock(&session.slot);
+            if slot.is_some() {
+                return respond(Err(invalid_params(texts::IN_FLIGHT)));
+            }
+            *slot = Some(PromptSlot {
+                cancelled: cancelled.clone(),
+            });
+        }
+        // Output failures before this prompt belong to earlier work, not to this answer.
+        let _ = session.take_delivery_failure();
+        let admitted = prompt::flatten(&request.prompt).and_then(|text| {
+            let message = Message::user_text(text);
+            let id = message.id.clone();
+            let start = session.agent.log().len();
+            match session.agent.followup(message) {
+                Ok(()) => Ok((id, start)),
+                Err(AgentError::Disposed(_)) => Err(internal_error(texts::AGENT_DISPOSED)),
+                Err(error) => Err(internal_error(texts::not_queued(&error.to_string()))),
+            }
+        });
+        let (message_id, start) = match admitted {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                *lock(&session.slot) = None;
+                return respond(Err(error));
+            }
+        };
+        self.tasks.spawn(async move {
+            session.agent.when_idle().await;
+            let events = session.agent.log().events_since(start);
+            let turn = lock(&session.claimed).remove(&message_id);
+            let failure = session.take_delivery_failure();
+            let outcome = prompt::settle(cancelled.is_cancelled(), failure, &events, turn);
+            *lock(&session.slot) = None;
+            respond(outcome.map(PromptResponse::new));
+        });
+    }
+
+    pub(crate) fn cancel(&self, notification: &CancelNotification) {
+        let Ok(session) = self.session(&notification.session_id.0) else {
+            return;
+        };
+        if let Some(slot) = lock(&session.slot).as_ref() {
+            slot.cancelled.cancel();
+        }
+        // Admission is synchronous, so an in-flight prompt is always queued by now; without one
+        // this stops autonomous work.
+        session.agent.cancel(AbortReason::User, false);
+    }
+
+    /// Teardown (memoized by `closed`): refuse new work, cancel every prompt and agent, wait for
+    /// idle and for every prompt answer, then dispose all owned agents.
+    pub(crate) async fn shutdown(&self) -> Result<(), AcpError> {
+        let sessions: Vec<Arc<Session>> = {
+            let mut state = lock(&self.state);
+            if state.closed {
+                return Ok(());
+            }
+            state.closed = true;
+            state.sessions.drain().map(|(_, s)| s).collect()
+        };
+        for session in &sessions {
+            if let Some(slot) = lock(&session.slot).as_ref() {
+                slot.cancelled.cancel();
+            }
+            session.agent.cancel(AbortReason::User, false);
+        }
+        for session in &sessions {
+            session.agent.when_idle().await;
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+        let disposals = sessions.iter().map(|session| session.agent.dispose());
+        futures::future::join_all(disposals).await;
+        Ok(())
+    }
+}
+
+/// An agent the bridge could not wire up is disposed, never left running unowned.
+fn abandon(agent: dsh_agent::AgentHandle, error: &str) -> RpcError {
+    tokio::spawn(async move { agent.dispose().await });
+    internal_error(error)
+}
+
+fn latest_title(session: &Session) -> Option<String> {
+    session.agent.log().events().iter().rev().find_map(|event| {
+        event
+            .decode::<dsh_session::data::SessionTitle>()
+            .and_then(Result::ok)
+            .map(|title| title.title)
+    })
+}

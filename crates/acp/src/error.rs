@@ -1,0 +1,119 @@
+//! The crate's error type and the JSON-RPC error texts the bridge puts on the wire.
+//!
+//! Wire errors follow the reference bridge exactly: `invalidParams(detail)` becomes
+//! `{"code":-32602,"message":"Invalid params: <detail>"}` and `internalError(detail)` becomes
+//! `{"code":-32603,"message":"Internal error: <detail>"}`, with no `data`.
+
+use agent_client_protocol::Error as RpcError;
+use agent_client_protocol::ErrorCode;
+
+/// Failures of the bridge as a whole (not of one request: those are JSON-RPC errors).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcpError {
+    /// The transport or the protocol engine failed.
+    #[error("ACP connection failed: {0}")]
+    Connection(#[from] RpcError),
+}
+
+/// A failure a [`crate::SessionFactory`] reports; its text reaches the client verbatim inside
+/// the JSON-RPC error message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FactoryError {
+    /// The request is wrong for this host (wrong cwd, unknown id, unsupported option):
+    /// answered as invalid params.
+    #[error("{0}")]
+    Invalid(String),
+    /// The host failed (I/O, configuration): answered as an internal error.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl FactoryError {
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        Self::Invalid(detail.into())
+    }
+
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::Internal(detail.into())
+    }
+
+    pub(crate) fn into_rpc(self) -> RpcError {
+        match self {
+            Self::Invalid(detail) => invalid_params(detail),
+            Self::Internal(detail) => internal_error(detail),
+        }
+    }
+}
+
+/// `RequestError.invalidParams(detail)`.
+pub fn invalid_params(detail: impl AsRef<str>) -> RpcError {
+    RpcError::new(
+        ErrorCode::INVALID_PARAMS,
+        format!("Invalid params: {}", detail.as_ref()),
+    )
+}
+
+/// `internalError(detail)`.
+pub fn internal_error(detail: impl AsRef<str>) -> RpcError {
+    RpcError::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("Internal error: {}", detail.as_ref()),
+    )
+}
+
+/// Exact detail texts of the admission and settlement errors (§1A).
+pub mod texts {
+    pub const DISPOSED: &str = "the ACP bridge has been disposed";
+    pub const ADDITIONAL_DIRECTORIES: &str = "additionalDirectories is not supported";
+    pub const MCP_SERVERS: &str = "mcpServers is not supported";
+    pub const IN_FLIGHT: &str = "a prompt is already in flight for this session";
+    pub const EMPTY_PROMPT: &str = "empty prompt";
+    pub const IMAGE_NOT_ADVERTISED: &str =
+        "inline image prompts were not advertised by this connection";
+    pub const AUDIO: &str = "audio prompt content is not supported";
+    pub const RESOURCE: &str = "embedded resource prompt content is not supported";
+    pub const AGENT_DISPOSED: &str =
+        "prompt was not queued: the agent was disposed outside the bridge";
+    pub const CURSOR: &str = "session/list cursors are not supported";
+
+    pub fn cwd_not_absolute(cwd: &str) -> String {
+        format!("cwd must be an absolute path: {cwd}")
+    }
+
+    pub fn unknown_session(id: &str) -> String {
+        format!("unknown session: {id}")
+    }
+
+    pub fn not_queued(detail: &str) -> String {
+        format!("prompt was not queued: {detail}")
+    }
+
+    pub fn turn_failed(message: &str) -> String {
+        format!("turn failed: {message}")
+    }
+
+    pub fn delivery_failed(message: &str) -> String {
+        format!("assistant output delivery failed: {message}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_errors_have_the_reference_shape() {
+        let error = invalid_params(texts::ADDITIONAL_DIRECTORIES);
+        assert_eq!(
+            serde_json::to_string(&error).unwrap(),
+            r#"{"code":-32602,"message":"Invalid params: additionalDirectories is not supported"}"#
+        );
+        let error = internal_error(texts::turn_failed("simulated provider error (HTTP 401)"));
+        assert_eq!(
+            serde_json::to_string(&error).unwrap(),
+            r#"{"code":-32603,"message":"Internal error: turn failed: simulated provider error (HTTP 401)"}"#
+        );
+    }
+}

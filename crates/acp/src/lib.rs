@@ -1,0 +1,39 @@
+//! `dsh-acp`: the ACP editor bridge that `dsh acp` serves over stdio.
+//!
+//! Owns: the Agent Client Protocol surface (built on the official `agent-client-protocol`
+//! crate): `initialize`, `authenticate`, `session/new|load|list|prompt|cancel|set_mode`, the
+//! prompt lifecycle (admission, settlement precedence, cancel, teardown, exact error texts),
+//! the mapping of committed session events to `session/update`s (message and thought chunks,
+//! tool cards with diffs and terminals, plans, titles) for live turns and `session/load`
+//! replay alike, and the client as the agents' approval channel.
+//! Does not own: how agents are composed (tools, model, policy): a [`SessionFactory`] from the
+//! CLI supplies them.
+//! Must not depend on: `dsh-cli`, concrete tool crates (cards come through the registry).
+
+mod approval;
+mod bridge;
+mod cards;
+mod error;
+mod factory;
+mod mapping;
+mod prompt;
+mod serve;
+mod session;
+mod time;
+
+pub use bridge::BridgeConfig;
+pub use error::AcpError;
+pub use error::FactoryError;
+pub use error::internal_error;
+pub use error::invalid_params;
+pub use error::texts;
+pub use factory::ModeInfo;
+pub use factory::ModeState;
+pub use factory::NewSession;
+pub use factory::SessionFactory;
+pub use factory::SessionParts;
+pub use factory::StoredSession;
+pub use factory::stored_sessions;
+pub use serve::serve;
+pub use serve::serve_stdio;
+pub use serve::serve_transport;

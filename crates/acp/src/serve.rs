@@ -1,0 +1,148 @@
+//! Serving the bridge over a transport: stdio for `dsh acp`, any byte streams for tests.
+
+use std::sync::Arc;
+
+use agent_client_protocol::Agent;
+use agent_client_protocol::ByteStreams;
+use agent_client_protocol::ConnectTo;
+use agent_client_protocol::Stdio;
+use agent_client_protocol::on_receive_notification;
+use agent_client_protocol::on_receive_request;
+use agent_client_protocol::v1::schema::AuthenticateRequest;
+use agent_client_protocol::v1::schema::AuthenticateResponse;
+use agent_client_protocol::v1::schema::CancelNotification;
+use agent_client_protocol::v1::schema::InitializeRequest;
+use agent_client_protocol::v1::schema::ListSessionsRequest;
+use agent_client_protocol::v1::schema::LoadSessionRequest;
+use agent_client_protocol::v1::schema::NewSessionRequest;
+use agent_client_protocol::v1::schema::PromptRequest;
+use agent_client_protocol::v1::schema::SetSessionModeRequest;
+use tokio_util::compat::TokioAsyncReadCompatExt;
+use tokio_util::compat::TokioAsyncWriteCompatExt;
+
+use crate::bridge::Bridge;
+use crate::bridge::BridgeConfig;
+use crate::error::AcpError;
+use crate::factory::SessionFactory;
+
+/// Serves ACP on stdin/stdout until stdin closes, then tears every session down. Stdout
+/// carries protocol frames only; log through `tracing` to stderr.
+pub async fn serve_stdio(
+    factory: Arc<dyn SessionFactory>,
+    config: BridgeConfig,
+) -> Result<(), AcpError> {
+    serve_transport(factory, config, Stdio::new()).await
+}
+
+/// Serves ACP over tokio byte streams (a pipe, a socket, a `tokio::io::duplex` half).
+pub async fn serve<R, W>(
+    factory: Arc<dyn SessionFactory>,
+    config: BridgeConfig,
+    incoming: R,
+    outgoing: W,
+) -> Result<(), AcpError>
+where
+    R: tokio::io::AsyncRead + Send + 'static,
+    W: tokio::io::AsyncWrite + Send + 'static,
+{
+    serve_transport(
+        factory,
+        config,
+        ByteStreams::new(outgoing.compat_write(), incoming.compat()),
+    )
+    .await
+}
+
+/// Serves ACP over any transport of the official crate (`Stdio`, `ByteStreams`, `Lines`, …).
+pub async fn serve_transport(
+    factory: Arc<dyn SessionFactory>,
+    config: BridgeConfig,
+    transport: impl ConnectTo<Agent> + 'static,
+) -> Result<(), AcpError> {
+    let bridge = Arc::new(Bridge::new(factory, config));
+    let result = Agent
+        .v1()
+        .name("dsh-acp")
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: InitializeRequest, responder, _cx| responder.respond(bridge.initialize(&request))
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_request: AuthenticateRequest, responder, _cx| responder.respond(AuthenticateResponse::new()),
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: NewSessionRequest, responder, cx| {
+                    responder.respond_with_result(bridge.new_session(request, cx).await)
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: LoadSessionRequest, responder, cx| {
+                    responder.respond_with_result(bridge.load_session(request, cx).await)
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: ListSessionsRequest, responder, _cx| {
+                    responder.respond_with_result(bridge.list_sessions(request).await)
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: SetSessionModeRequest, responder, _cx| {
+                    responder.respond_with_result(bridge.set_mode(request))
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: PromptRequest, responder, _cx| {
+                    bridge.prompt(request, move |outcome| {
+                        if let Err(error) = responder.respond_with_result(outcome) {
+                            tracing::debug!(%error, "prompt answer not delivered (connection closed)");
+                        }
+                    });
+                    Ok(())
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_notification(
+            {
+                let bridge = bridge.clone();
+                async move |notification: CancelNotification, _cx| {
+                    bridge.cancel(&notification);
+                    Ok(())
+                }
+            },
+            on_receive_notification!(),
+        )
+        .connect_with(transport, {
+            let bridge = bridge.clone();
+            async move |cx| {
+                cx.incoming_closed().await;
+                bridge.shutdown().await.map_err(|e| agent_client_protocol::Error::internal_error().data(e.to_string()))
+            }
+        })
+        .await;
+    // A transport error skips the orderly path above; still leave no agent behind.
+    bridge.shutdown().await?;
+    result.map_err(AcpError::from)
+}

@@ -1,0 +1,4 @@
+mod client;
+mod harness;
+mod snapshots;
+mod wire;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Whole-process benchmark: `dsh exec` on a one-tool scenario against the local replay server.
+# Prints wall time and peak RSS per run, then the medians. Usage:
+#   scripts/bench-exec.sh [SCENARIO_DIR] [RUNS]
+# Builds release binaries first. The replay server is restarted for every run (a scenario's
+# entries are consumed), and only the dsh process is measured.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scenario="${1:-../shared/conformance/acp/bash-tool-turn}"
+runs="${2:-20}"
+cargo build --release --locked -q -p dsh -p dsh-testkit
+bin=target/release
+task=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sessions"][0]["first_user_text"])' "$scenario/scenario.json")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+printf '[plugins.sandbox]\nmode = "danger-full-access"\n[plugins.spill]\nmax_inline_bytes = 0\n' > "$work/config.toml"
+times=()
+rss=()
+for i in $(seq "$runs"); do
+  ws="$work/ws-$i"; mkdir -p "$ws"
+  "$bin/dsh-mock-llm" --scenario "$scenario" --workspace "$ws" > "$work/mock.out" 2>/dev/null &
+  mock=$!
+  for _ in $(seq 100); do grep -q listening "$work/mock.out" 2>/dev/null && break; sleep 0.02; done
+  url=$(head -1 "$work/mock.out" | awk '{print $3}')
+  ( cd "$ws" && DSH_HOME="$work" DEEPSEEK_BASE_URL="$url" DEEPSEEK_API_KEY=bench \
+      /usr/bin/time -f "%e %M" -o "$work/time" "$OLDPWD/$bin/dsh" exec "$task" > /dev/null )
+  read -r t m < "$work/time"
+  times+=("$t"); rss+=("$m")
+  kill "$mock" 2>/dev/null; wait "$mock" 2>/dev/null || true
+  echo "run $i: ${t}s wall, ${m} KiB peak RSS"
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+echo "median wall: $(median "${times[@]}") s; median peak RSS: $(median "${rss[@]}") KiB"
