@@ -15,6 +15,7 @@ use dsh_agent::AgentConfig;
 use dsh_agent::AgentHandle;
 use dsh_agent::PromptConfig;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::SectionText;
 use dsh_kernel::Scope;
 use dsh_llm::DeepSeekAdapter;
 use dsh_llm::DeepSeekConfig;
@@ -203,6 +204,80 @@ impl Settings {
     }
 }
 
+/// A named bundle of sandbox mode and approval policy (ACP session modes, `/approval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub sandbox: SandboxMode,
+    pub approval_never: bool,
+    pub description: &'static str,
+}
+
+/// The presets every session offers, least permissive first.
+pub const PRESETS: [Preset; 3] = [
+    Preset {
+        name: "read-only",
+        sandbox: SandboxMode::ReadOnly,
+        approval_never: false,
+        description: "No file changes; a wider operation asks for approval.",
+    },
+    Preset {
+        name: "workspace-write",
+        sandbox: SandboxMode::WorkspaceWrite,
+        approval_never: false,
+        description: "Changes inside the workspace and temp folders; anything wider asks for approval.",
+    },
+    Preset {
+        name: "danger-full-access",
+        sandbox: SandboxMode::DangerFullAccess,
+        approval_never: true,
+        description: "No file confinement and no approval prompts.",
+    },
+];
+
+/// Per-session facts and the session's live permission state, provided as a kernel service
+/// on the agent's scope (the shell resolver, the prompt contexts and mode switches read it).
+pub struct SessionState {
+    pub id: String,
+    pub cwd: PathBuf,
+    pub jsonl: Option<PathBuf>,
+    permissions: std::sync::Mutex<(SandboxMode, bool)>,
+    fs_tools: std::sync::Mutex<Vec<dsh_kernel::Disposer>>,
+}
+
+impl SessionState {
+    /// `(sandbox mode, approval never)` now.
+    pub fn permissions(&self) -> (SandboxMode, bool) {
+        *self
+            .permissions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn file_policy(&self) -> FilePolicy {
+        let (mode, never) = self.permissions();
+        let mut policy = FilePolicy::new(mode, &self.cwd);
+        policy.escalation_advertised = policy.escalation_advertised && !never;
+        policy
+    }
+
+    /// The preset whose knobs match the current permissions, if any.
+    pub fn preset(&self) -> Option<&'static Preset> {
+        let (mode, never) = self.permissions();
+        PRESETS
+            .iter()
+            .find(|p| p.sandbox == mode && p.approval_never == never)
+    }
+}
+
+fn approval_text(never: bool) -> &'static str {
+    if never {
+        "Approval prompts are disabled in this session: actions that require approval are rejected automatically — do not request sandbox escalation (do not set `sandbox_permissions`)."
+    } else {
+        "Approval policy: ask. Operations that require approval may ask through the configured answerers; without an available answerer, the request fails closed."
+    }
+}
+
 /// The assembled harness: one per process.
 pub struct Harness {
     pub config: Config,
@@ -307,11 +382,19 @@ impl Harness {
     }
 
     fn attach(&self, log: SessionLog, cwd: &Path, resume: bool) -> anyhow::Result<AgentHandle> {
-        let cwd_text = cwd.to_string_lossy().into_owned();
-        let policy = FilePolicy::new(self.settings.sandbox, cwd);
+        let state = Arc::new(SessionState {
+            id: log.id().to_owned(),
+            cwd: cwd.to_path_buf(),
+            jsonl: log.path(),
+            permissions: std::sync::Mutex::new((
+                self.settings.sandbox,
+                self.settings.approval_never,
+            )),
+            fs_tools: std::sync::Mutex::new(Vec::new()),
+        });
         let config = AgentConfig {
             id: log.id().to_owned(),
-            cwd: Some(cwd_text),
+            cwd: Some(cwd.to_string_lossy().into_owned()),
             provider: self.settings.provider.clone(),
             model: self.settings.model.clone(),
             max_tokens: None,
@@ -319,7 +402,7 @@ impl Harness {
             tools: self.registry.clone(),
             scope: self.root.clone(),
             log: log.clone(),
-            prompt: self.prompt(&policy),
+            prompt: self.prompt(&state),
             max_parallel_tool_calls: self.settings.max_parallel,
         };
         let handle = if resume {
@@ -328,31 +411,77 @@ impl Harness {
             Agent::create(config)?
         };
         let scope = handle.scope().clone();
+        scope.provide(state.clone())?;
         scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;
-        if self.config.plugin_enabled("fs", true)? {
-            let mut fs = FsContext::new(cwd, policy);
-            fs.spill = dsh_tool_fs::SpillConfig::new(self.spill.clone(), log.id());
-            if let Some(sampling) = self.settings.fs.glob_sampling {
-                fs.limits.sample_over_cap_glob_results = sampling;
-            }
-            if let Some(max) = self.settings.fs.glob_max_results {
-                fs.limits.glob_max_results = max;
-            }
-            if let Some(max) = self.settings.fs.grep_max_matches {
-                fs.limits.grep_max_matches = max;
-            }
-            dsh_tool_fs::register::register_fs_tools(&self.registry, &scope, fs)?;
-        }
-        self.shell.attach(&handle, cwd, &log)?;
+        self.register_fs_tools(&scope, &state)?;
+        self.shell.attach(&handle)?;
         Ok(handle)
     }
 
-    fn prompt(&self, policy: &FilePolicy) -> PromptConfig {
-        let approval = if self.settings.approval_never {
-            "Approval prompts are disabled in this session: actions that require approval are rejected automatically — do not request sandbox escalation (do not set `sandbox_permissions`)."
-        } else {
-            "Approval policy: ask. Operations that require approval may ask through the configured answerers; without an available answerer, the request fails closed."
-        };
+    fn register_fs_tools(&self, scope: &Scope, state: &SessionState) -> anyhow::Result<()> {
+        let mut registered = state
+            .fs_tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for disposer in registered.drain(..) {
+            disposer.dispose();
+        }
+        if !self.config.plugin_enabled("fs", true)? {
+            return Ok(());
+        }
+        let mut fs = FsContext::new(&state.cwd, state.file_policy());
+        fs.spill = dsh_tool_fs::SpillConfig::new(self.spill.clone(), state.id.clone());
+        if let Some(sampling) = self.settings.fs.glob_sampling {
+            fs.limits.sample_over_cap_glob_results = sampling;
+        }
+        if let Some(max) = self.settings.fs.glob_max_results {
+            fs.limits.glob_max_results = max;
+        }
+        if let Some(max) = self.settings.fs.grep_max_matches {
+            fs.limits.grep_max_matches = max;
+        }
+        registered.extend(dsh_tool_fs::register::register_fs_tools(
+            &self.registry,
+            scope,
+            fs,
+        )?);
+        Ok(())
+    }
+
+    /// Switches a session to `preset`: the file tools are re-bound to the new policy, bash reads
+    /// it on its next call, the change is logged, and the next request's runtime context says so.
+    pub fn set_preset(&self, agent: &AgentHandle, preset: &Preset) -> anyhow::Result<()> {
+        let state = agent
+            .scope()
+            .service::<SessionState>()
+            .context("the session has no permission state")?;
+        let (old_mode, old_never) = state.permissions();
+        *state
+            .permissions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            (preset.sandbox, preset.approval_never);
+        let log = agent.log();
+        log.append("permission/preset", json!({ "preset": preset.name }), None)?;
+        if old_mode != preset.sandbox {
+            log.append(
+                "sandbox/mode",
+                json!({ "mode": preset.sandbox.as_str() }),
+                None,
+            )?;
+        }
+        if old_never != preset.approval_never {
+            let policy = if preset.approval_never {
+                "never"
+            } else {
+                "ask"
+            };
+            log.append("approval/policy", json!({ "policy": policy }), None)?;
+        }
+        self.register_fs_tools(agent.scope(), &state)
+    }
+
+    fn prompt(&self, state: &Arc<SessionState>) -> PromptConfig {
         let mut sections = Vec::new();
         if self.config.plugin_enabled("fs", true).unwrap_or(true) {
             use dsh_tool_fs::schema as fs;
@@ -376,12 +505,26 @@ impl Harness {
             ));
         }
         sections.extend(self.shell.prompt_sections());
+        let policy_state = state.clone();
+        let approval_state = state.clone();
         PromptConfig {
             persona: self.settings.persona.clone(),
             sections,
             contexts: vec![
-                Section::new("sandbox:policy", 1.0, policy.policy_text()),
-                Section::new("approval:policy", 2.0, approval),
+                Section {
+                    name: "sandbox:policy".to_owned(),
+                    order: 1.0,
+                    text: SectionText::Dynamic(Arc::new(move || {
+                        policy_state.file_policy().policy_text()
+                    })),
+                },
+                Section {
+                    name: "approval:policy".to_owned(),
+                    order: 2.0,
+                    text: SectionText::Dynamic(Arc::new(move || {
+                        approval_text(approval_state.permissions().1).to_owned()
+                    })),
+                },
             ],
             ..PromptConfig::default()
         }

@@ -59,7 +59,6 @@ impl fmt::Display for Layer {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub home: PathBuf,
-    pub cwd: PathBuf,
     tree: Map<String, Value>,
     sources: BTreeMap<String, Layer>,
     pub files: Vec<(Layer, PathBuf)>,
@@ -101,7 +100,6 @@ impl Config {
         let home = dsh_home()?;
         let mut config = Self {
             home: home.clone(),
-            cwd: cwd.to_path_buf(),
             tree: Map::new(),
             sources: BTreeMap::new(),
             files: Vec::new(),
@@ -250,7 +248,6 @@ mod tests {
     fn later_layers_win_key_by_key_and_remember_their_source() {
         let mut config = Config {
             home: PathBuf::new(),
-            cwd: PathBuf::new(),
             tree: Map::new(),
             sources: BTreeMap::new(),
             files: Vec::new(),

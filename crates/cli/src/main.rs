@@ -6,6 +6,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod acp;
 mod compose;
 mod config;
 mod exec;
@@ -44,6 +45,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         output: exec::Output,
     },
+    /// Serve the Agent Client Protocol on stdio (add dsh to Zed as a custom agent server).
+    Acp,
     /// Print the tool catalog the model sees in this folder.
     Tools {
         /// Print exactly the schemas sent to the model, as JSON.
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
             output,
         }),
         Some(Command::Tools { json, cwd }) => tools_cmd::run(json, cwd),
+        Some(Command::Acp) => acp::run(),
         Some(Command::Sessions {
             command: SessionsCommand::List,
         }) => sessions::list(),

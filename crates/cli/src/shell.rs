@@ -1,20 +1,18 @@
 //! The shell plugin of the composition: `bash`, the jobs runtime and the job tools, mounted
 //! once; each agent gets its session facts and a completion-notice pump.
 
-use std::path::Path;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::prompt::Section;
 use dsh_kernel::Scope;
-use dsh_session::SessionLog;
 use dsh_tool_shell::BashConfig;
 use dsh_tool_shell::JobToolsConfig;
 use dsh_tool_shell::JobsConfig;
 use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::OwnerId;
 use dsh_tool_shell::SandboxConfig;
+use dsh_tool_shell::SandboxPolicy;
 use dsh_tool_shell::ShellContext;
 use dsh_tool_shell::ShellTools;
 use dsh_tool_shell::WakeBudget;
@@ -26,15 +24,9 @@ use dsh_tools::ToolError;
 use dsh_tools::ToolRegistry;
 use dsh_tools::ToolRun;
 
+use crate::compose::SessionState;
 use crate::compose::Settings;
 use crate::config::Config;
-
-/// What the shell tools need to know about the session a call runs in.
-struct SessionFacts {
-    id: String,
-    cwd: PathBuf,
-    jsonl: Option<PathBuf>,
-}
 
 pub struct ShellPlugin {
     jobs: Option<Arc<JobsRuntime>>,
@@ -61,12 +53,7 @@ impl ShellPlugin {
             });
         }
         let jobs = JobsRuntime::new(JobsConfig::default());
-        let mode = match settings.sandbox {
-            dsh_tool_fs::SandboxMode::ReadOnly => SandboxMode::ReadOnly,
-            dsh_tool_fs::SandboxMode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
-            dsh_tool_fs::SandboxMode::DangerFullAccess => SandboxMode::DangerFullAccess,
-        };
-        let mut sandbox = SandboxConfig::new(mode);
+        let mut sandbox = SandboxConfig::new(shell_mode(settings.sandbox));
         sandbox.approval = if settings.approval_never {
             ApprovalPolicy::Never
         } else {
@@ -84,13 +71,21 @@ impl ShellPlugin {
             let agent = run
                 .agent()
                 .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
-            let facts = agent
+            let state = agent
                 .scope()
-                .service::<SessionFacts>()
+                .service::<SessionState>()
                 .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
-            let mut ctx = ShellContext::new(facts.cwd.clone(), facts.id.clone());
+            let mut ctx = ShellContext::new(state.cwd.clone(), state.id.clone());
             ctx.dsh_home = Some(home.clone());
-            ctx.session_jsonl = facts.jsonl.clone();
+            ctx.session_jsonl = state.jsonl.clone();
+            let (mode, never) = state.permissions();
+            let approval = if never {
+                ApprovalPolicy::Never
+            } else {
+                ApprovalPolicy::Ask
+            };
+            ctx.sandbox =
+                Some(SandboxPolicy::new(shell_mode(mode), &state.cwd).with_approval(approval));
             ctx.config = bash.clone();
             ctx.spill = spill_store.clone();
             ctx.jobs = Some(runtime.clone());
@@ -131,15 +126,9 @@ impl ShellPlugin {
         sections
     }
 
-    /// Gives the agent's scope its session facts, pumps job notices into the agent, and stops
-    /// the agent's jobs when it is disposed.
-    pub fn attach(&self, agent: &AgentHandle, cwd: &Path, log: &SessionLog) -> anyhow::Result<()> {
+    /// Pumps job notices into the agent, and stops the agent's jobs when it is disposed.
+    pub fn attach(&self, agent: &AgentHandle) -> anyhow::Result<()> {
         let scope = agent.scope().clone();
-        scope.provide(Arc::new(SessionFacts {
-            id: agent.id().to_owned(),
-            cwd: cwd.to_path_buf(),
-            jsonl: log.path(),
-        }))?;
         let Some(jobs) = self.jobs.clone() else {
             return Ok(());
         };
@@ -165,5 +154,13 @@ impl ShellPlugin {
             tokio::spawn(async move { jobs.dispose_owner(&owner).await });
         });
         Ok(())
+    }
+}
+
+fn shell_mode(mode: dsh_tool_fs::SandboxMode) -> SandboxMode {
+    match mode {
+        dsh_tool_fs::SandboxMode::ReadOnly => SandboxMode::ReadOnly,
+        dsh_tool_fs::SandboxMode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
+        dsh_tool_fs::SandboxMode::DangerFullAccess => SandboxMode::DangerFullAccess,
     }
 }

@@ -1,0 +1,119 @@
+//! `dsh acp`: serve the Agent Client Protocol on stdio (for Zed and other ACP editors).
+//!
+//! The bridge (crate `dsh-acp`) owns the protocol; this module only tells it how to make,
+//! resume and list sessions with the composed harness, and maps ACP session modes onto the
+//! permission presets.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use dsh_acp::BridgeConfig;
+use dsh_acp::FactoryError;
+use dsh_acp::ModeInfo;
+use dsh_acp::ModeState;
+use dsh_acp::NewSession;
+use dsh_acp::SessionFactory;
+use dsh_acp::SessionParts;
+use dsh_acp::StoredSession;
+use dsh_agent::AgentHandle;
+use dsh_kernel::BoxFuture;
+
+use crate::compose::Harness;
+use crate::compose::PRESETS;
+use crate::compose::SessionState;
+use crate::config::Config;
+use crate::config::Overrides;
+
+pub fn run() -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir()?;
+    let config = Config::load(&cwd, &Overrides::default())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let harness = Arc::new(Harness::build(config)?);
+        let factory = Arc::new(Factory {
+            harness: harness.clone(),
+        });
+        let served = dsh_acp::serve_stdio(factory, BridgeConfig::default()).await;
+        harness.shutdown();
+        served?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+struct Factory {
+    harness: Arc<Harness>,
+}
+
+impl Factory {
+    fn parts(&self, agent: AgentHandle) -> SessionParts {
+        let current = agent
+            .scope()
+            .service::<SessionState>()
+            .and_then(|state| state.preset())
+            .map_or("custom", |preset| preset.name);
+        let available = PRESETS
+            .iter()
+            .map(|preset| ModeInfo {
+                id: preset.name.to_owned(),
+                name: preset.name.to_owned(),
+                description: Some(preset.description.to_owned()),
+            })
+            .collect();
+        SessionParts {
+            agent,
+            tools: Some(self.harness.registry.clone()),
+            modes: Some(ModeState {
+                current: current.to_owned(),
+                available,
+            }),
+        }
+    }
+}
+
+impl SessionFactory for Factory {
+    fn create(
+        &self,
+        request: NewSession,
+    ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
+        let result = self
+            .harness
+            .new_agent(&request.cwd, Some(request.session_id))
+            .map(|agent| self.parts(agent))
+            .map_err(|error| FactoryError::internal(format!("{error:#}")));
+        Box::pin(async move { result })
+    }
+
+    fn load(
+        &self,
+        session_id: String,
+        _cwd: PathBuf,
+    ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
+        let result = self
+            .harness
+            .resume_agent(&session_id)
+            .map(|agent| self.parts(agent))
+            .map_err(|error| FactoryError::invalid(format!("{error:#}")));
+        Box::pin(async move { result })
+    }
+
+    fn list(
+        &self,
+        cwd: Option<PathBuf>,
+    ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
+        let result = dsh_acp::stored_sessions(&self.harness.store, cwd.as_deref());
+        Box::pin(async move { result })
+    }
+
+    fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
+        let preset = PRESETS
+            .iter()
+            .find(|preset| preset.name == mode_id)
+            .ok_or_else(|| FactoryError::invalid(format!("unknown mode: {mode_id}")))?;
+        self.harness
+            .set_preset(agent, preset)
+            .map_err(|error| FactoryError::internal(format!("{error:#}")))
+    }
+}
