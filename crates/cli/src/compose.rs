@@ -286,7 +286,8 @@ pub struct Harness {
     pub registry: Arc<ToolRegistry>,
     pub store: SessionStore,
     pub adapter: Arc<dyn ModelAdapter>,
-    pub spill: SpillStore,
+    /// `None` when `[plugins.spill] enabled = false`: nothing is ever moved to a file.
+    pub spill: Option<SpillStore>,
     shell: crate::shell::ShellPlugin,
 }
 
@@ -312,7 +313,8 @@ impl Harness {
             Some(root) => SpillStore::new(root),
             None => SpillStore::in_temp_dir(),
         };
-        if settings.spill.max_inline_bytes > 0 {
+        let spill_enabled = config.plugin_enabled("spill", true)?;
+        if spill_enabled && settings.spill.max_inline_bytes > 0 {
             dsh_spill::install_policy(
                 &registry,
                 &root,
@@ -331,7 +333,7 @@ impl Harness {
                 },
             )?;
         }
-        let shell = crate::shell::ShellPlugin::mount(&config, &settings, &registry, &root, &spill)?;
+        let shell = crate::shell::ShellPlugin::mount(&config, &settings, &registry, &root, spill_enabled.then_some(&spill))?;
         let store = SessionStore::new(config.home.clone());
         Ok(Self {
             config,
@@ -340,7 +342,7 @@ impl Harness {
             registry,
             store,
             adapter,
-            spill,
+            spill: spill_enabled.then_some(spill),
             shell,
         })
     }
@@ -430,7 +432,9 @@ impl Harness {
             return Ok(());
         }
         let mut fs = FsContext::new(&state.cwd, state.file_policy());
-        fs.spill = dsh_tool_fs::SpillConfig::new(self.spill.clone(), state.id.clone());
+        if let Some(spill) = &self.spill {
+            fs.spill = dsh_tool_fs::SpillConfig::new(spill.clone(), state.id.clone());
+        }
         if let Some(sampling) = self.settings.fs.glob_sampling {
             fs.limits.sample_over_cap_glob_results = sampling;
         }

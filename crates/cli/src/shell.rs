@@ -43,7 +43,7 @@ impl ShellPlugin {
         settings: &Settings,
         registry: &ToolRegistry,
         root: &Scope,
-        spill: &dsh_spill::SpillStore,
+        spill: Option<&dsh_spill::SpillStore>,
     ) -> anyhow::Result<Self> {
         if !config.plugin_enabled("bash", true)? {
             return Ok(Self {
@@ -64,7 +64,12 @@ impl ShellPlugin {
             enable_run_in_background: settings.bash.run_in_background,
             ..BashConfig::default()
         };
-        let spill_store = Arc::new(dsh_tool_shell::spill::SpillStore::new(spill.root()));
+        // The executor's stream spill (full bash output) is not the generic policy: it is always
+        // on, under the configured spill root when there is one.
+        let spill_store = Arc::new(match spill {
+            Some(store) => dsh_tool_shell::spill::SpillStore::new(store.root()),
+            None => dsh_tool_shell::spill::SpillStore::in_temp_dir(),
+        });
         let home = config.home.clone();
         let runtime = jobs.clone();
         let resolve = Arc::new(move |run: &ToolRun| -> Result<ShellContext, ToolError> {

@@ -37,7 +37,8 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             quote(&root)
         );
     } else {
-        toml.push_str("[plugins.spill]\nmax_inline_bytes = 0\n\n");
+        // Without the fs overlay the recorded compositions had no spill store at all.
+        toml.push_str("[plugins.spill]\nenabled = false\n\n");
     }
     if uses("/fs-search.cordis.yml") {
         toml.push_str("[plugins.fs]\nglob_sampling = true\nglob_max_results = 4\n\n");
@@ -81,7 +82,7 @@ mod tests {
         let base = spec(
             serde_json::json!({"suite": "acp", "name": "x", "upstream": {"config_files": ["examples/acp-agent/cordis.yml"]}}),
         );
-        assert!(config_toml(&base, Path::new("/h")).contains("max_inline_bytes = 0"));
+        assert!(config_toml(&base, Path::new("/h")).contains("[plugins.spill]\nenabled = false"));
         let search = spec(
             serde_json::json!({"suite": "acp", "name": "y", "mode": "code",
             "upstream": {"config_files": ["examples/acp-agent/tests/fs-search.cordis.yml"]}}),
