@@ -333,7 +333,13 @@ impl Harness {
                 },
             )?;
         }
-        let shell = crate::shell::ShellPlugin::mount(&config, &settings, &registry, &root, spill_enabled.then_some(&spill))?;
+        let shell = crate::shell::ShellPlugin::mount(
+            &config,
+            &settings,
+            &registry,
+            &root,
+            spill_enabled.then_some(&spill),
+        )?;
         let store = SessionStore::new(config.home.clone());
         Ok(Self {
             config,
