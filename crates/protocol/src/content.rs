@@ -19,9 +19,17 @@ pub enum ContentBlock {
     /// `{type:"image", attachment}`: a durable, content-addressed attachment reference.
     Image { attachment: Value },
     /// `{type:"tool-call", id, name, arguments}`: `arguments` is the raw model string.
-    ToolCall { id: String, name: String, arguments: String },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
     /// `{type:"tool-result", toolCallId, content, isError?}`
-    ToolResult { tool_call_id: String, content: Vec<ContentBlock>, is_error: Option<bool> },
+    ToolResult {
+        tool_call_id: String,
+        content: Vec<ContentBlock>,
+        is_error: Option<bool>,
+    },
     /// Any other block (must carry a string `type`), preserved losslessly.
     Other(Map<String, Value>),
 }
@@ -55,9 +63,15 @@ impl ContentBlock {
         let kind = map.get("type")?.as_str()?;
         let string = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
         Some(match kind {
-            "text" => Self::Text { text: string("text")? },
-            "reasoning" => Self::Reasoning { text: string("text")? },
-            "image" => Self::Image { attachment: map.get("attachment")?.clone() },
+            "text" => Self::Text {
+                text: string("text")?,
+            },
+            "reasoning" => Self::Reasoning {
+                text: string("text")?,
+            },
+            "image" => Self::Image {
+                attachment: map.get("attachment")?.clone(),
+            },
             "tool-call" => Self::ToolCall {
                 id: string("id")?,
                 name: string("name")?,
@@ -74,7 +88,11 @@ impl ContentBlock {
                     None => None,
                     Some(v) => Some(v.as_bool()?),
                 };
-                Self::ToolResult { tool_call_id: string("toolCallId")?, content, is_error }
+                Self::ToolResult {
+                    tool_call_id: string("toolCallId")?,
+                    content,
+                    is_error,
+                }
             }
             _ => Self::Other(map.clone()),
         })
@@ -107,7 +125,11 @@ impl Serialize for ContentBlock {
                 map.serialize_entry("attachment", attachment)?;
                 map.end()
             }
-            Self::ToolCall { id, name, arguments } => {
+            Self::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
                 let mut map = serializer.serialize_map(Some(4))?;
                 map.serialize_entry("type", "tool-call")?;
                 map.serialize_entry("id", id)?;
@@ -115,7 +137,11 @@ impl Serialize for ContentBlock {
                 map.serialize_entry("arguments", arguments)?;
                 map.end()
             }
-            Self::ToolResult { tool_call_id, content, is_error } => {
+            Self::ToolResult {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
                 let mut map = serializer.serialize_map(None)?;
                 map.serialize_entry("type", "tool-result")?;
                 map.serialize_entry("toolCallId", tool_call_id)?;
@@ -134,7 +160,9 @@ impl<'de> Deserialize<'de> for ContentBlock {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(deserializer)?;
         Self::from_value(&value).ok_or_else(|| {
-            serde::de::Error::custom("content block must be an object with a string \"type\" and its fields")
+            serde::de::Error::custom(
+                "content block must be an object with a string \"type\" and its fields",
+            )
         })
     }
 }

@@ -102,7 +102,12 @@ pub fn new_message_id() -> String {
 impl Message {
     /// A user-role message with a fresh id.
     pub fn user(content: Vec<ContentBlock>, source: MessageSource) -> Self {
-        Self { id: new_message_id(), role: Role::User, content, source }
+        Self {
+            id: new_message_id(),
+            role: Role::User,
+            content,
+            source,
+        }
     }
 
     /// A person's prompt: one text block, `{kind:"user"}`.
@@ -112,7 +117,12 @@ impl Message {
 
     /// An assistant message from `provider`/`model`.
     pub fn assistant(content: Vec<ContentBlock>, source: MessageSource) -> Self {
-        Self { id: new_message_id(), role: Role::Assistant, content, source }
+        Self {
+            id: new_message_id(),
+            role: Role::Assistant,
+            content,
+            source,
+        }
     }
 
     /// The user-role message carrying one tool result. `is_error` is always written, as the
@@ -173,9 +183,15 @@ impl<'de> Deserialize<'de> for Message {
             source: Map<String, Value>,
         }
         let raw = Raw::deserialize(deserializer)?;
-        let source = MessageSource::from_map(raw.source)
-            .ok_or_else(|| serde::de::Error::custom("message source must carry a string \"kind\""))?;
-        Ok(Self { id: raw.id, role: raw.role, content: raw.content, source })
+        let source = MessageSource::from_map(raw.source).ok_or_else(|| {
+            serde::de::Error::custom("message source must carry a string \"kind\"")
+        })?;
+        Ok(Self {
+            id: raw.id,
+            role: raw.role,
+            content: raw.content,
+            source,
+        })
     }
 }
 

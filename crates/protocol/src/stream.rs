@@ -63,9 +63,18 @@ pub enum FinishReason {
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum StreamChunk {
     #[serde(rename_all = "camelCase")]
-    BlockStart { index: u32, block_type: String },
-    TextDelta { index: u32, text: String },
-    ReasoningDelta { index: u32, text: String },
+    BlockStart {
+        index: u32,
+        block_type: String,
+    },
+    TextDelta {
+        index: u32,
+        text: String,
+    },
+    ReasoningDelta {
+        index: u32,
+        text: String,
+    },
     #[serde(rename_all = "camelCase")]
     ToolCallDelta {
         index: u32,
@@ -74,8 +83,13 @@ pub enum StreamChunk {
         name: Option<String>,
         arguments_delta: String,
     },
-    BlockEnd { index: u32, block: ContentBlock },
-    Usage { usage: TokenUsage },
+    BlockEnd {
+        index: u32,
+        block: ContentBlock,
+    },
+    Usage {
+        usage: TokenUsage,
+    },
     #[serde(rename_all = "camelCase")]
     Finish {
         reason: FinishReason,
@@ -91,12 +105,18 @@ mod tests {
 
     #[test]
     fn chunks_serialize_as_upstream_logs_them() {
-        let chunk = StreamChunk::BlockStart { index: 0, block_type: "reasoning".into() };
+        let chunk = StreamChunk::BlockStart {
+            index: 0,
+            block_type: "reasoning".into(),
+        };
         assert_eq!(
             serde_json::to_string(&chunk).unwrap(),
             r#"{"type":"block-start","index":0,"blockType":"reasoning"}"#
         );
-        let finish = StreamChunk::Finish { reason: FinishReason::ToolCalls, replay_state: None };
+        let finish = StreamChunk::Finish {
+            reason: FinishReason::ToolCalls,
+            replay_state: None,
+        };
         assert_eq!(
             serde_json::to_string(&finish).unwrap(),
             r#"{"type":"finish","reason":{"kind":"tool-calls"}}"#
@@ -114,7 +134,9 @@ mod tests {
             serde_json::to_string(&usage).unwrap(),
             r#"{"type":"usage","usage":{"inputTokens":2877,"outputTokens":90,"cacheReadTokens":0,"reasoningTokens":18}}"#
         );
-        let error = FinishReason::Error { failure: LlmFailure::new("EMPTY_RESPONSE", "empty") };
+        let error = FinishReason::Error {
+            failure: LlmFailure::new("EMPTY_RESPONSE", "empty"),
+        };
         assert_eq!(
             serde_json::to_string(&error).unwrap(),
             r#"{"kind":"error","failure":{"message":"empty","code":"EMPTY_RESPONSE"}}"#

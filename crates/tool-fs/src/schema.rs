@@ -182,9 +182,18 @@ mod tests {
     #[test]
     fn parameter_shapes_match_recorded_upstream_schemas() {
         let recorded = [
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/acp/web-fetch/upstream-tool-schemas.json"),
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/acp/read-image/upstream-tool-schemas.json"),
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/acp/fs-glob-sampling/upstream-tool-schemas.json"),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/conformance/acp/web-fetch/upstream-tool-schemas.json"
+            ),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/conformance/acp/read-image/upstream-tool-schemas.json"
+            ),
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/conformance/acp/fs-glob-sampling/upstream-tool-schemas.json"
+            ),
         ];
         let ours = [
             ("read", read_parameters()),

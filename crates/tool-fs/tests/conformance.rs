@@ -22,7 +22,10 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance/acp");
+const ROOT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/conformance/acp"
+);
 
 fn build_workspace(scenario: &Value, dir: &Path) {
     let files = scenario["workspace"]["files"]

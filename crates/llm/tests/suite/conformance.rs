@@ -28,8 +28,15 @@ use super::stream::finish_of;
 use super::stream::prompt;
 
 fn entries() -> Vec<(String, Value)> {
-    let root = std::env::var_os("DSH_CONFORMANCE_DIR")
-        .map_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance")), PathBuf::from);
+    let root = std::env::var_os("DSH_CONFORMANCE_DIR").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/conformance"
+            ))
+        },
+        PathBuf::from,
+    );
     let mut out = Vec::new();
     for suite in ["acp", "headless"] {
         let Ok(dirs) = std::fs::read_dir(root.join(suite)) else {
