@@ -1,0 +1,223 @@
+//! One live MCP session over stdio or streamable HTTP (rmcp), plus the initial `tools/list`.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::HeaderName;
+use reqwest::header::HeaderValue;
+use rmcp::ClientHandler;
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::ClientCapabilities;
+use rmcp::model::ClientConfig;
+use rmcp::model::ClientRequest;
+use rmcp::model::Implementation;
+use rmcp::model::PingRequest;
+use rmcp::service::NotificationContext;
+use rmcp::service::Peer;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::common::client_side_sse::SseRetryPolicy;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Transport;
+use crate::config::scrubbed_env;
+use crate::error::ConfigError;
+
+/// Client identity sent in `initialize` (catalog §4 "Client identity").
+pub const CLIENT_NAME: &str = "dsh-mcp-client";
+pub const CLIENT_VERSION: &str = "0.0.1";
+
+/// Receives server notifications; only `tools/list_changed` matters to the bridge.
+#[derive(Clone)]
+struct Handler {
+    info: ClientConfig,
+    list_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.notify_one();
+    }
+}
+
+/// A connected session. Dropping it shuts the session down (a stdio child is closed, then
+/// killed).
+pub(crate) struct Connection {
+    pub(crate) peer: Peer<RoleClient>,
+    /// Cancelled once the session is gone: the service loop ended (child exit, stream end) or a
+    /// call saw the transport fail.
+    pub(crate) closed: CancellationToken,
+    shutdown: CancellationToken,
+    pub(crate) pid: Option<u32>,
+}
+
+impl Connection {
+    /// `ping` within `timeout`: false when the transport failed or nothing answered. An
+    /// error *response* still proves the server is there.
+    pub(crate) async fn ping(&self, timeout: Duration) -> bool {
+        let request = ClientRequest::PingRequest(PingRequest::default());
+        match tokio::time::timeout(timeout, self.peer.send_request(request)).await {
+            Ok(Ok(_) | Err(rmcp::ServiceError::McpError(_))) => true,
+            Ok(Err(_)) | Err(_) => false,
+        }
+    }
+
+    /// Marks the session dead and tears it down; in-flight calls end at once.
+    pub(crate) fn close(&self) {
+        self.closed.cancel();
+        self.shutdown.cancel();
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn headers(
+    server: &str,
+    given: &std::collections::BTreeMap<String, String>,
+) -> Result<HashMap<HeaderName, HeaderValue>, ConfigError> {
+    given
+        .iter()
+        .map(|(name, value)| {
+            let bad = || ConfigError::InvalidHeader {
+                server: server.to_owned(),
+                header: name.clone(),
+            };
+            Ok((
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?,
+                HeaderValue::from_str(value).map_err(|_| bad())?,
+            ))
+        })
+        .collect()
+}
+
+/// How often a broken SSE stream is resumed before the request fails. rmcp's default retries
+/// forever, which would leave a call hanging on a dead server until its timeout.
+#[derive(Debug)]
+struct BoundedSseRetry;
+
+impl SseRetryPolicy for BoundedSseRetry {
+    fn retry(&self, current_times: usize) -> Option<Duration> {
+        // 200, 400, 800 ms: rides out a blip, gives up on a dead server in under 2 s.
+        (current_times <= 3).then(|| Duration::from_millis(100 << current_times.min(3)))
+    }
+}
+
+/// Connects (spawning the child for stdio) and completes `initialize`, within `timeout`.
+pub(crate) async fn connect(
+    server: &str,
+    transport: &Transport,
+    list_changed: Arc<Notify>,
+    timeout: Duration,
+) -> Result<Connection, String> {
+    let handler = Handler {
+        info: ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(CLIENT_NAME, CLIENT_VERSION),
+        ),
+        list_changed,
+    };
+    let shutdown = CancellationToken::new();
+    let (running, pid) = match transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            let parent = std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+            cmd.args(args)
+                .env_clear()
+                .envs(scrubbed_env(parent, env))
+                .kill_on_drop(true);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            let (child, stderr) = TokioChildProcess::builder(cmd)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot spawn \"{command}\": {e}"))?;
+            let pid = child.id();
+            if let Some(stderr) = stderr {
+                let server = server.to_owned();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(target: "dsh_mcp::stderr", server = %server, "{line}");
+                    }
+                });
+            }
+            let serve = handler.serve_with_ct(child, shutdown.clone());
+            let running = tokio::time::timeout(timeout, serve)
+                .await
+                .map_err(|_| format!("no initialize answer within {}ms", timeout.as_millis()))?
+                .map_err(|e| format!("initialize failed: {e}"))?;
+            (running, pid)
+        }
+        Transport::StreamableHttp {
+            url,
+            headers: given,
+        } => {
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(headers(server, given).map_err(|e| e.to_string())?);
+            config.retry_config = Arc::new(BoundedSseRetry);
+            let http = StreamableHttpClientTransport::from_config(config);
+            let serve = handler.serve_with_ct(http, shutdown.clone());
+            let running = tokio::time::timeout(timeout, serve)
+                .await
+                .map_err(|_| {
+                    format!(
+                        "no initialize answer from {url} within {}ms",
+                        timeout.as_millis()
+                    )
+                })?
+                .map_err(|e| format!("initialize failed ({url}): {e}"))?;
+            (running, None)
+        }
+    };
+    let closed = CancellationToken::new();
+    let peer = running.peer().clone();
+    let watcher = closed.clone();
+    let name = server.to_owned();
+    tokio::spawn(async move {
+        let reason = running.waiting().await;
+        tracing::debug!(server = %name, ?reason, "mcp session ended");
+        watcher.cancel();
+    });
+    Ok(Connection {
+        peer,
+        closed,
+        shutdown,
+        pid,
+    })
+}
+
+/// Every page of `tools/list`, within `timeout`.
+pub(crate) async fn list_tools(
+    connection: &Connection,
+    timeout: Duration,
+) -> Result<Vec<rmcp::model::Tool>, String> {
+    tokio::select! {
+        listed = tokio::time::timeout(timeout, connection.peer.list_all_tools()) => match listed {
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+            Err(_) => Err(format!("tools/list got no answer within {}ms", timeout.as_millis())),
+        },
+        () = connection.closed.cancelled() => Err("the connection closed during tools/list".to_owned()),
+    }
+}

@@ -1,0 +1,46 @@
+//! `dsh-mcp`: the MCP client. Tools from any Model Context Protocol server (stdio or
+//! streamable HTTP, via the official `rmcp` SDK) become dsh tools named
+//! `mcp__<server>__<tool>` (catalog spec §4).
+//!
+//! Owns: server declarations ([`McpServerConfig`], the `[[mcp.servers]]` row and the ACP
+//! `mcpServers` conversion), one plugin scope per mounted server ([`McpServer`]) whose raw,
+//! unvalidated tools mirror the server's `tools/list`, the reconnect supervisor (backoff with a
+//! retry budget; tools unregister while disconnected), result rendering (text, images as
+//! attachments, resources), and the `dsh mcp list` probe ([`list_servers`]).
+//! Does not own: where image bytes live ([`AttachmentStore`] is implemented by the composition
+//! root), timeouts of other tools, approval.
+//! Must not depend on: `dsh-agent`, `dsh-acp`, `dsh-cli`, any other `dsh-tool-*` crate.
+
+mod config;
+mod connection;
+mod error;
+mod list;
+mod naming;
+mod render;
+mod server;
+mod tool;
+
+pub use config::DEFAULT_TIMEOUT_MS;
+pub use config::McpServerConfig;
+pub use config::ReconnectConfig;
+pub use config::Transport;
+pub use config::scrubbed_env;
+pub use connection::CLIENT_NAME;
+pub use connection::CLIENT_VERSION;
+pub use error::ConfigError;
+pub use error::McpError;
+pub use list::McpServers;
+pub use list::list_servers;
+pub use list::mount_acp_servers;
+pub use list::mount_servers;
+pub use naming::public_name;
+pub use render::AttachmentStore;
+pub use render::ImageAttachment;
+pub use render::ImageSupport;
+pub use render::default_media_types;
+pub use render::render_content;
+pub use server::McpOptions;
+pub use server::McpServer;
+pub use server::ServerState;
+pub use server::ServerStatus;
+pub use server::ToolStatus;

@@ -1,0 +1,150 @@
+//! Mounting many servers at once (config rows, ACP `mcpServers`) and the one-shot probe
+//! behind `dsh mcp list`.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use dsh_kernel::Scope;
+use dsh_tools::ToolRegistry;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::config::McpServerConfig;
+use crate::connection::connect;
+use crate::connection::list_tools;
+use crate::error::McpError;
+use crate::naming::public_name;
+use crate::server::McpOptions;
+use crate::server::McpServer;
+use crate::server::ServerState;
+use crate::server::ServerStatus;
+use crate::server::ToolStatus;
+
+/// The servers one scope mounted. Disposing the parent scope unmounts them all.
+#[derive(Debug, Clone, Default)]
+pub struct McpServers {
+    pub servers: Vec<McpServer>,
+}
+
+impl McpServers {
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.servers.iter().map(McpServer::status).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&McpServer> {
+        self.servers.iter().find(|s| s.name() == name)
+    }
+
+    pub fn dispose(&self) {
+        for server in &self.servers {
+            server.dispose();
+        }
+    }
+}
+
+/// Mounts every enabled server of `configs` under `parent` concurrently (disabled rows are
+/// skipped). All or nothing: if one refuses to mount, the others are unmounted again.
+pub async fn mount_servers(
+    parent: &Scope,
+    registry: &Arc<ToolRegistry>,
+    configs: &[McpServerConfig],
+    options: &McpOptions,
+) -> Result<McpServers, McpError> {
+    let mut names = HashSet::new();
+    for config in configs.iter().filter(|c| c.enabled) {
+        config.validate()?;
+        if !names.insert(config.name.as_str()) {
+            return Err(McpError::NameInUse {
+                name: config.name.clone(),
+            });
+        }
+    }
+    let mounts = configs
+        .iter()
+        .filter(|c| c.enabled)
+        .map(|config| McpServer::mount(parent, registry, config.clone(), options));
+    let mut servers = Vec::new();
+    let mut failure = None;
+    for outcome in futures::future::join_all(mounts).await {
+        match outcome {
+            Ok(server) => servers.push(server),
+            Err(error) => failure = failure.or(Some(error)),
+        }
+    }
+    if let Some(error) = failure {
+        for server in &servers {
+            server.dispose();
+        }
+        return Err(error);
+    }
+    Ok(McpServers { servers })
+}
+
+/// ACP `session/new` `mcpServers`: converts each entry (JSON wire shape) and mounts them under
+/// the session's scope, so they live and die with the session.
+pub async fn mount_acp_servers(
+    session: &Scope,
+    registry: &Arc<ToolRegistry>,
+    entries: &[Value],
+    options: &McpOptions,
+) -> Result<McpServers, McpError> {
+    let configs = entries
+        .iter()
+        .map(McpServerConfig::from_acp)
+        .collect::<Result<Vec<_>, _>>()?;
+    mount_servers(session, registry, &configs, options).await
+}
+
+/// For `dsh mcp list`: connects to each enabled server once (concurrently, each bounded by
+/// its [`McpServerConfig::connect_timeout`]), lists its tools and disconnects. Nothing is registered anywhere.
+pub async fn list_servers(configs: &[McpServerConfig]) -> Vec<ServerStatus> {
+    futures::future::join_all(configs.iter().map(probe)).await
+}
+
+async fn probe(config: &McpServerConfig) -> ServerStatus {
+    let mut status = ServerStatus {
+        name: config.name.clone(),
+        transport: String::new(),
+        state: ServerState::Disabled,
+        tools: Vec::new(),
+        last_error: None,
+    };
+    let transport = match config.validate() {
+        Ok(transport) => transport,
+        Err(error) => {
+            status.state = ServerState::Failed {
+                reason: error.to_string(),
+            };
+            return status;
+        }
+    };
+    status.transport = transport.kind().to_owned();
+    if !config.enabled {
+        return status;
+    }
+    let timeout = config.connect_timeout();
+    let listed = match connect(&config.name, &transport, Arc::new(Notify::new()), timeout).await {
+        Ok(connection) => list_tools(&connection, timeout).await,
+        Err(reason) => Err(reason),
+    };
+    match listed {
+        Ok(tools) => {
+            status.state = ServerState::Connected;
+            status.tools = tools
+                .iter()
+                .map(|tool| ToolStatus {
+                    name: public_name(&config.name, &tool.name),
+                    raw_name: tool.name.to_string(),
+                    description: tool.description.as_deref().unwrap_or("").to_owned(),
+                })
+                .collect();
+        }
+        Err(reason) => {
+            status.state = ServerState::Failed {
+                reason: reason.clone(),
+            };
+            status.last_error = Some(reason);
+        }
+    }
+    status
+}

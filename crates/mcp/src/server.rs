@@ -1,0 +1,522 @@
+//! One mounted MCP server: a plugin scope whose tools mirror the server's `tools/list`, kept
+//! in step with the connection by a supervisor task (reconnect with backoff, re-sync on
+//! `tools/list_changed`, unregister on disconnect).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::sync::Weak;
+use std::time::Duration;
+use std::time::Instant;
+
+use dsh_kernel::Scope;
+use dsh_kernel::ScopeKind;
+use dsh_tools::ToolDefinition;
+use dsh_tools::ToolRegistry;
+use serde::Serialize;
+use tokio::sync::Notify;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::McpServerConfig;
+use crate::config::Transport;
+use crate::connection::Connection;
+use crate::connection::connect;
+use crate::connection::list_tools;
+use crate::error::McpError;
+use crate::render::ImageSupport;
+use crate::tool::define;
+
+/// What the composition root hands every server it mounts.
+#[derive(Debug, Clone, Default)]
+pub struct McpOptions {
+    /// Image attachments for MCP image content; `None` renders images as notices.
+    pub images: Option<ImageSupport>,
+}
+
+/// Where a server stands. Serialised as `{"state": "connected"}` and so on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum ServerState {
+    /// `enabled = false`: never started.
+    Disabled,
+    Connecting,
+    Connected,
+    /// Waiting to retry; `attempt` counts consecutive failures so far.
+    Reconnecting {
+        attempt: u32,
+    },
+    /// Gave up (retry budget spent, reconnect disabled, or a bad declaration).
+    Failed {
+        reason: String,
+    },
+    /// Disposed.
+    Closed,
+}
+
+/// One bridged tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStatus {
+    /// The registered name, `mcp__<server>__<tool>`.
+    pub name: String,
+    /// The server's own name for it.
+    pub raw_name: String,
+    pub description: String,
+}
+
+/// A server's state and tools, for `dsh mcp list` and UIs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    pub name: String,
+    /// `stdio` or `streamable-http` (empty when the declaration is invalid).
+    pub transport: String,
+    #[serde(flatten)]
+    pub state: ServerState,
+    /// Currently registered tools (or, from [`crate::list_servers`], the listed ones).
+    pub tools: Vec<ToolStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The tools registered for one connection generation.
+struct Generation {
+    scope: Scope,
+    definitions: Vec<Arc<ToolDefinition>>,
+    tools: Vec<ToolStatus>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) name: String,
+    pub(crate) config: McpServerConfig,
+    transport: Transport,
+    registry: Arc<ToolRegistry>,
+    scope: Scope,
+    pub(crate) images: Option<ImageSupport>,
+    status: watch::Sender<ServerStatus>,
+    live: Mutex<Option<Arc<Connection>>>,
+    generation: Mutex<Option<Generation>>,
+    list_changed: Arc<Notify>,
+    stop: CancellationToken,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Server names in use, per (registry, agent layer): a second live server with the same name
+/// would shadow or collide with the first one's tools.
+static LIVE_NAMES: Mutex<Option<HashSet<NameKey>>> = Mutex::new(None);
+
+/// (registry address, agent layer, server name).
+type NameKey = (usize, Option<dsh_kernel::ScopeId>, String);
+
+/// A mounted server. Cheap to clone; disposing its scope (or the parent's) unmounts it.
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.name)
+            .field("status", &*self.shared.status.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// Mounts `config` as a child plugin scope of `parent` (a session's agent scope makes the
+    /// tools session-local). Awaits the first connect and `tools/list`; a failure there is
+    /// logged and the server keeps reconnecting in the background, unless
+    /// `fail_on_startup_error` is set, in which case nothing stays mounted.
+    pub async fn mount(
+        parent: &Scope,
+        registry: &Arc<ToolRegistry>,
+        config: McpServerConfig,
+        options: &McpOptions,
+    ) -> Result<McpServer, McpError> {
+        let transport = config.validate()?;
+        let key = (
+            Arc::as_ptr(registry) as usize,
+            parent.nearest_agent().map(|s| s.id()),
+            config.name.clone(),
+        );
+        if !lock(&LIVE_NAMES)
+            .get_or_insert_default()
+            .insert(key.clone())
+        {
+            return Err(McpError::NameInUse { name: config.name });
+        }
+        let scope = match parent.child(ScopeKind::Plugin, format!("mcp:{}", config.name)) {
+            Ok(scope) => scope,
+            Err(e) => {
+                release(&key);
+                return Err(e.into());
+            }
+        };
+        let stop = CancellationToken::new();
+        let status = ServerStatus {
+            name: config.name.clone(),
+            transport: transport.kind().to_owned(),
+            state: ServerState::Connecting,
+            tools: Vec::new(),
+            last_error: None,
+        };
+        let shared = Arc::new(Shared {
+            name: config.name.clone(),
+            config,
+            transport,
+            registry: registry.clone(),
+            scope: scope.clone(),
+            images: options.images.clone(),
+            status: watch::Sender::new(status),
+            live: Mutex::new(None),
+            generation: Mutex::new(None),
+            list_changed: Arc::new(Notify::new()),
+            stop: stop.clone(),
+        });
+        {
+            let weak = Arc::downgrade(&shared);
+            scope.defer(move || {
+                stop.cancel();
+                release(&key);
+                if let Some(shared) = weak.upgrade() {
+                    shared.drop_connection();
+                    shared.set_state(ServerState::Closed);
+                }
+            });
+        }
+        let connected = match shared.connect_and_register().await {
+            Ok(()) => true,
+            Err(reason) => {
+                tracing::error!(server = %shared.name, %reason, "mcp server failed to start");
+                if shared.config.fail_on_startup_error {
+                    scope.dispose();
+                    return Err(McpError::Startup {
+                        server: shared.name.clone(),
+                        reason,
+                    });
+                }
+                shared.record_error(reason);
+                false
+            }
+        };
+        tokio::spawn(supervise(shared.clone(), connected));
+        Ok(McpServer { shared })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The server's plugin scope; disposing it unregisters the tools and closes the session.
+    pub fn scope(&self) -> &Scope {
+        &self.shared.scope
+    }
+
+    /// Unmounts the server (same as disposing [`McpServer::scope`]).
+    pub fn dispose(&self) {
+        self.shared.scope.dispose();
+    }
+
+    /// The current state and registered tools.
+    pub fn status(&self) -> ServerStatus {
+        self.shared.status.borrow().clone()
+    }
+
+    /// Follows state changes (connect, disconnect, re-sync, give-up).
+    pub fn watch(&self) -> watch::Receiver<ServerStatus> {
+        self.shared.status.subscribe()
+    }
+
+    /// The process id of the current stdio child, if any.
+    pub fn pid(&self) -> Option<u32> {
+        lock(&self.shared.live).as_ref().and_then(|c| c.pid)
+    }
+}
+
+/// The first name that occurs twice, if any.
+fn first_duplicate<'a>(names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = HashSet::new();
+    names.into_iter().find(|name| !seen.insert(*name))
+}
+
+fn release(key: &NameKey) {
+    if let Some(names) = lock(&LIVE_NAMES).as_mut() {
+        names.remove(key);
+    }
+}
+
+impl Shared {
+    fn timeout(&self) -> Duration {
+        self.config.connect_timeout()
+    }
+
+    pub(crate) fn live(&self) -> Option<Arc<Connection>> {
+        lock(&self.live).clone()
+    }
+
+    fn set_state(&self, state: ServerState) {
+        self.status.send_modify(|s| s.state = state);
+    }
+
+    fn record_error(&self, reason: String) {
+        self.status.send_modify(|s| s.last_error = Some(reason));
+    }
+
+    fn drop_connection(&self) {
+        if let Some(connection) = lock(&self.live).take() {
+            connection.close();
+        }
+    }
+
+    /// Connect, list, register; on success the connection becomes live.
+    async fn connect_and_register(self: &Arc<Self>) -> Result<(), String> {
+        let connection = connect(
+            &self.name,
+            &self.transport,
+            self.list_changed.clone(),
+            self.timeout(),
+        )
+        .await?;
+        let tools = list_tools(&connection, self.timeout()).await?;
+        if self.stop.is_cancelled() {
+            return Err("unmounted while connecting".to_owned());
+        }
+        self.register(&tools)?;
+        *lock(&self.live) = Some(Arc::new(connection));
+        self.set_state(ServerState::Connected);
+        Ok(())
+    }
+
+    /// Replaces the registered generation with `tools`. All or nothing: on any conflict the
+    /// new generation is rolled back and the previous one restored.
+    fn register(self: &Arc<Self>, tools: &[rmcp::model::Tool]) -> Result<(), String> {
+        if let Some(twice) = first_duplicate(tools.iter().map(|t| t.name.as_ref())) {
+            return Err(format!(
+                "mcp server \"{}\" listed tool \"{twice}\" more than once — invalid tool list",
+                self.name
+            ));
+        }
+        let mut definitions = Vec::with_capacity(tools.len());
+        let mut statuses = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let definition = define(Arc::downgrade(self), tool).map_err(|e| {
+                format!("mcp server \"{}\": tool \"{}\": {e}", self.name, tool.name)
+            })?;
+            statuses.push(ToolStatus {
+                name: definition.name().to_owned(),
+                raw_name: tool.name.to_string(),
+                description: definition.description().to_owned(),
+            });
+            definitions.push(Arc::new(definition));
+        }
+        let previous = lock(&self.generation).take();
+        if let Some(old) = &previous {
+            old.scope.dispose();
+        }
+        match self.install(definitions, statuses) {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                if let Some(old) = previous
+                    && let Err(restore) = self.install(old.definitions, old.tools)
+                {
+                    tracing::error!(server = %self.name, %restore, "could not restore the previous mcp tools");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    fn install(
+        &self,
+        definitions: Vec<Arc<ToolDefinition>>,
+        tools: Vec<ToolStatus>,
+    ) -> Result<(), String> {
+        let scope = self
+            .scope
+            .child(ScopeKind::Plugin, format!("mcp:{}:tools", self.name))
+            .map_err(|e| e.to_string())?;
+        for definition in &definitions {
+            if let Err(error) = self.registry.register_arc(&scope, definition.clone()) {
+                scope.dispose();
+                return Err(format!(
+                    "mcp server \"{}\": registering \"{}\" failed: {error}",
+                    self.name,
+                    definition.name()
+                ));
+            }
+        }
+        self.status.send_modify(|s| s.tools = tools.clone());
+        *lock(&self.generation) = Some(Generation {
+            scope,
+            definitions,
+            tools,
+        });
+        Ok(())
+    }
+
+    fn unregister(&self) {
+        if let Some(old) = lock(&self.generation).take() {
+            old.scope.dispose();
+        }
+        self.status.send_modify(|s| s.tools.clear());
+    }
+
+    /// `tools/list_changed`: re-list; a failed fetch keeps the current tools.
+    async fn resync(self: &Arc<Self>, connection: &Connection) {
+        match list_tools(connection, self.timeout()).await {
+            Ok(tools) => {
+                if let Err(reason) = self.register(&tools) {
+                    tracing::error!(server = %self.name, %reason, "mcp tool re-sync rolled back");
+                    self.record_error(reason);
+                }
+            }
+            Err(reason) => {
+                tracing::warn!(server = %self.name, %reason, "mcp tool re-sync failed; keeping the previous tools");
+            }
+        }
+    }
+}
+
+/// The longest an idle-session ping may take before the session is declared dead.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Keeps the server connected: serves the live session until it closes, then reconnects
+/// with exponential backoff until the retry budget is spent or the server is unmounted.
+async fn supervise(shared: Arc<Shared>, mut connected: bool) {
+    let policy = shared.config.reconnect.clone();
+    let initial = Duration::from_millis(policy.initial_delay_ms.max(1));
+    let ceiling = Duration::from_millis(policy.max_delay_ms.max(policy.initial_delay_ms));
+    let mut failures: u32 = u32::from(!connected);
+    let mut delay = initial;
+    loop {
+        if connected {
+            let Some(connection) = shared.live() else {
+                return;
+            };
+            let up = Instant::now();
+            let ping_every = match shared.transport {
+                Transport::StreamableHttp { .. } if policy.ping_interval_ms > 0 => {
+                    Some(Duration::from_millis(policy.ping_interval_ms))
+                }
+                _ => None,
+            };
+            let mut next_ping = ping_every.map(|every| tokio::time::Instant::now() + every);
+            loop {
+                tokio::select! {
+                    () = shared.stop.cancelled() => {
+                        // Unmounted while a connect was finishing: do not leave it open.
+                        shared.drop_connection();
+                        return;
+                    }
+                    () = connection.closed.cancelled() => break,
+                    () = shared.list_changed.notified() => shared.resync(&connection).await,
+                    () = sleep_until(next_ping) => {
+                        let answered = connection.ping(PING_TIMEOUT).await;
+                        if !answered {
+                            tracing::warn!(server = %shared.name, "mcp server did not answer ping");
+                            connection.close();
+                        }
+                        next_ping = ping_every.map(|every| tokio::time::Instant::now() + every);
+                    }
+                }
+            }
+            drop(connection);
+            tracing::warn!(server = %shared.name, "mcp server disconnected; unregistering its tools");
+            shared.drop_connection();
+            shared.unregister();
+            shared.record_error("the connection closed".to_owned());
+            if up.elapsed() >= ceiling {
+                failures = 0;
+                delay = initial;
+            }
+            failures += 1;
+            connected = false;
+        }
+        if shared.stop.is_cancelled() {
+            return;
+        }
+        if !policy.enabled || failures >= policy.max_attempts {
+            let reason = if policy.enabled {
+                format!("gave up after {failures} consecutive failures")
+            } else {
+                "disconnected; reconnect is disabled".to_owned()
+            };
+            tracing::error!(server = %shared.name, %reason, "mcp server stopped reconnecting");
+            shared.unregister();
+            shared.set_state(ServerState::Failed { reason });
+            return;
+        }
+        shared.set_state(ServerState::Reconnecting { attempt: failures });
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(ceiling);
+        let attempt = tokio::select! {
+            () = shared.stop.cancelled() => return,
+            attempt = shared.connect_and_register() => attempt,
+        };
+        match attempt {
+            Ok(()) => {
+                tracing::info!(server = %shared.name, "mcp server reconnected");
+                connected = true;
+            }
+            Err(reason) => {
+                tracing::warn!(server = %shared.name, %reason, "mcp reconnect failed");
+                shared.record_error(reason);
+                failures += 1;
+            }
+        }
+    }
+}
+
+/// Keeps only a weak link from tool bodies to their server: the registry must not keep an
+/// unmounted server alive.
+pub(crate) type ServerLink = Weak<Shared>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_with_a_repeated_raw_name_is_caught() {
+        assert_eq!(first_duplicate(["a", "b", "c"].into_iter()), None);
+        assert_eq!(first_duplicate(["a", "b", "a", "b"].into_iter()), Some("a"));
+    }
+
+    #[test]
+    fn status_serialises_flat() {
+        let status = ServerStatus {
+            name: "s".into(),
+            transport: "stdio".into(),
+            state: ServerState::Reconnecting { attempt: 2 },
+            tools: vec![ToolStatus {
+                name: "mcp__s__t".into(),
+                raw_name: "t".into(),
+                description: String::new(),
+            }],
+            last_error: Some("the connection closed".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            serde_json::json!({
+                "name": "s", "transport": "stdio", "state": "reconnecting", "attempt": 2,
+                "tools": [{"name": "mcp__s__t", "rawName": "t", "description": ""}],
+                "lastError": "the connection closed"
+            })
+        );
+    }
+}
