@@ -33,6 +33,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         .build()?;
     runtime.block_on(async move {
         let harness = Arc::new(Harness::build(config)?);
+        harness.start_mcp().await?;
         let factory = Arc::new(Factory {
             harness: harness.clone(),
         });
@@ -47,29 +48,27 @@ struct Factory {
     harness: Arc<Harness>,
 }
 
-impl Factory {
-    fn parts(&self, agent: AgentHandle) -> SessionParts {
-        let current = agent
-            .scope()
-            .service::<SessionState>()
-            .and_then(|state| state.preset())
-            .map_or("custom", |preset| preset.name);
-        let available = PRESETS
-            .iter()
-            .map(|preset| ModeInfo {
-                id: preset.name.to_owned(),
-                name: preset.name.to_owned(),
-                description: Some(preset.description.to_owned()),
-            })
-            .collect();
-        SessionParts {
-            agent,
-            tools: Some(self.harness.registry.clone()),
-            modes: Some(ModeState {
-                current: current.to_owned(),
-                available,
-            }),
-        }
+fn parts(harness: &Harness, agent: AgentHandle) -> SessionParts {
+    let current = agent
+        .scope()
+        .service::<SessionState>()
+        .and_then(|state| state.preset())
+        .map_or("custom", |preset| preset.name);
+    let available = PRESETS
+        .iter()
+        .map(|preset| ModeInfo {
+            id: preset.name.to_owned(),
+            name: preset.name.to_owned(),
+            description: Some(preset.description.to_owned()),
+        })
+        .collect();
+    SessionParts {
+        agent,
+        tools: Some(harness.registry.clone()),
+        modes: Some(ModeState {
+            current: current.to_owned(),
+            available,
+        }),
     }
 }
 
@@ -78,12 +77,24 @@ impl SessionFactory for Factory {
         &self,
         request: NewSession,
     ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        let result = self
-            .harness
-            .new_agent(&request.cwd, Some(request.session_id))
-            .map(|agent| self.parts(agent))
-            .map_err(|error| FactoryError::internal(format!("{error:#}")));
-        Box::pin(async move { result })
+        let harness = self.harness.clone();
+        Box::pin(async move {
+            let agent = harness
+                .new_agent(&request.cwd, Some(request.session_id))
+                .map_err(|error| FactoryError::internal(format!("{error:#}")))?;
+            if let Err(error) = harness
+                .start_session_mcp(&agent, &request.mcp_servers)
+                .await
+            {
+                agent.dispose().await;
+                return Err(FactoryError::invalid(format!("{error:#}")));
+            }
+            Ok(parts(&harness, agent))
+        })
+    }
+
+    fn supports_mcp_servers(&self) -> bool {
+        true
     }
 
     fn load(
@@ -94,7 +105,7 @@ impl SessionFactory for Factory {
         let result = self
             .harness
             .resume_agent(&session_id)
-            .map(|agent| self.parts(agent))
+            .map(|agent| parts(&self.harness, agent))
             .map_err(|error| FactoryError::invalid(format!("{error:#}")));
         Box::pin(async move { result })
     }

@@ -140,6 +140,8 @@ pub struct Settings {
     pub spill: SpillSettings,
     pub todo: TodoSettings,
     pub persona: String,
+    /// `[[mcp.servers]]`
+    pub mcp_servers: Vec<dsh_mcp::McpServerConfig>,
 }
 
 impl Settings {
@@ -200,6 +202,11 @@ impl Settings {
             spill: plugin(config, "spill")?,
             todo: plugin(config, "todo")?,
             persona: prompt.persona.unwrap_or_else(|| DEFAULT_PERSONA.to_owned()),
+            mcp_servers: match config.get("mcp.servers") {
+                Some(servers) => serde_json::from_value(servers.clone())
+                    .context("invalid [[mcp.servers]] entry")?,
+                None => Vec::new(),
+            },
         })
     }
 }
@@ -538,6 +545,44 @@ impl Harness {
             ],
             ..PromptConfig::default()
         }
+    }
+
+    /// Connects the configured MCP servers; their tools register on the root scope (every
+    /// session sees them) and go away when the harness shuts down.
+    pub async fn start_mcp(&self) -> anyhow::Result<()> {
+        if self.settings.mcp_servers.is_empty() || !self.config.plugin_enabled("mcp", true)? {
+            return Ok(());
+        }
+        dsh_mcp::mount_servers(
+            &self.root,
+            &self.registry,
+            &self.settings.mcp_servers,
+            &dsh_mcp::McpOptions::default(),
+        )
+        .await
+        .context("cannot start the configured MCP servers")?;
+        Ok(())
+    }
+
+    /// Connects MCP servers given for one session (ACP `session/new`): their tools live in the
+    /// agent's scope, visible to that session only, and are removed with it.
+    pub async fn start_session_mcp(
+        &self,
+        agent: &AgentHandle,
+        entries: &[serde_json::Value],
+    ) -> anyhow::Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        dsh_mcp::mount_acp_servers(
+            agent.scope(),
+            &self.registry,
+            entries,
+            &dsh_mcp::McpOptions::default(),
+        )
+        .await
+        .context("cannot start the session's MCP servers")?;
+        Ok(())
     }
 
     /// Disposes every agent and plugin, newest first.

@@ -63,6 +63,7 @@ async fn run_task(
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     let harness = Harness::build(config)?;
+    harness.start_mcp().await?;
     let agent = harness.new_agent(&cwd, None)?;
     let session_id = agent.id().to_owned();
     let first_seq = agent.log().len();

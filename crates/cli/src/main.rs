@@ -10,6 +10,7 @@ mod acp;
 mod compose;
 mod config;
 mod exec;
+mod mcp_cmd;
 mod sessions;
 mod shell;
 mod tools_cmd;
@@ -61,6 +62,11 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// MCP servers from the configuration.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Configuration.
     Config {
         #[command(subcommand)]
@@ -76,6 +82,16 @@ enum SessionsCommand {
     Show {
         /// The session id.
         id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Connect to each configured server once and list its state and tools.
+    List {
+        /// Print the statuses as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -107,6 +123,9 @@ fn main() -> ExitCode {
         }),
         Some(Command::Tools { json, cwd }) => tools_cmd::run(json, cwd),
         Some(Command::Acp) => acp::run(),
+        Some(Command::Mcp {
+            command: McpCommand::List { json },
+        }) => mcp_cmd::list(json),
         Some(Command::Sessions {
             command: SessionsCommand::List,
         }) => sessions::list(),

@@ -1,0 +1,62 @@
+//! `dsh mcp list`: the configured MCP servers, whether they answer, and their tools.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::compose::Settings;
+use crate::config::Config;
+use crate::config::Overrides;
+
+pub fn list(json: bool) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir()?;
+    let config = Config::load(&cwd, &Overrides::default())?;
+    let settings = Settings::from_config(&config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let statuses = runtime.block_on(dsh_mcp::list_servers(&settings.mcp_servers));
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if statuses.is_empty() {
+        writeln!(
+            out,
+            "no MCP servers configured (add [[mcp.servers]] to $DSH_HOME/config.toml)"
+        )?;
+    }
+    for status in &statuses {
+        let value = serde_json::to_value(status)?;
+        let state = value
+            .get("state")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("unknown");
+        let transport = value
+            .get("transport")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        writeln!(out, "{} ({transport}): {state}", status.name)?;
+        if let Some(error) = value.get("lastError").and_then(serde_json::Value::as_str) {
+            writeln!(out, "  error: {error}")?;
+        }
+        for tool in value
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = tool
+                .get("name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("");
+            let description = tool
+                .get("description")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("");
+            let summary = description.lines().next().unwrap_or("");
+            writeln!(out, "  {name:<40} {summary}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
