@@ -14,7 +14,7 @@ fn store() -> anyhow::Result<SessionStore> {
 
 pub fn list() -> anyhow::Result<ExitCode> {
     let mut sessions = store()?.list().context("cannot list sessions")?;
-    sessions.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.created_at));
     let mut out = std::io::stdout().lock();
     for session in sessions {
         let title = session.title.unwrap_or_default();

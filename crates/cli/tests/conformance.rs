@@ -3,6 +3,8 @@
 //! skipped for a feature the runner lists as not implemented; the visible tool results must
 //! reach full text parity.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use dsh_testkit::runner::RunnerOptions;

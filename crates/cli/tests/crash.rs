@@ -2,6 +2,8 @@
 //! the open turn closed the way crash repair specifies (TOOL_OUTCOME_UNKNOWN for the call that
 //! was running, then `step/end` and `turn/end {interrupted}`), and that resume can continue.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::BufRead;
 use std::io::BufReader;
 use std::path::Path;

@@ -4,6 +4,8 @@
 //! reaches the model. The scenario is written to a temp dir (the server path is absolute) and
 //! judged by the same conformance runner as the recorded scenarios.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::path::PathBuf;
 
