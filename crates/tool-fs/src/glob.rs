@@ -30,7 +30,7 @@ const VCS_DIRS: [&str; 6] = [".git", ".svn", ".hg", ".bzr", ".jj", ".sl"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GlobArgs {
-    /// Glob over file paths; a pattern without `/` matches basenames at any depth.
+    /// Glob over file paths; without a `/` it matches file names at any depth.
     pub pattern: String,
     /// Directory to search in; defaults to the session workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -345,15 +345,17 @@ pub fn present_result(_args: &GlobArgs, result: ResultInput<'_>) -> Option<Resul
     }))
 }
 
-/// The model-facing description (upstream text, `<M>` substituted).
+/// The model-facing description for a cap of `max` paths.
 pub fn description(max: usize, sampling: bool) -> String {
     let over_cap = if sampling {
-        format!("a larger result instead returns {max} paths sampled across top-level entries")
+        format!(
+            "when more files match, the {max} shown are sampled across the top-level entries under the search directory"
+        )
     } else {
-        format!("a larger result returns the first {max} paths in modification-time order")
+        format!("when more files match, you get the {max} oldest")
     };
     format!(
-        "Find files whose paths match a glob pattern. Returns matching file paths — never directories — including hidden and ignored files (VCS metadata directories are excluded). Up to {max} paths come back in modification-time order; {over_cap}, says so, and reports where the complete sorted list was saved. This tool does not enumerate directory entries."
+        "Find files by path pattern. Returns file paths only, never directories, and includes hidden and ignored files; version-control metadata directories such as .git are skipped. Paths are ordered by modification time, oldest first. At most {max} paths are returned: {over_cap}. A cut-down result says so and tells you where the complete sorted list was stored. Use it to locate files, not to list what a directory contains."
     )
 }
 

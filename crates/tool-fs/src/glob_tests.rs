@@ -208,10 +208,21 @@ fn cards_and_description() {
         serde_json::to_value(view).unwrap(),
         serde_json::json!({"card":"search","shape":"paths","paths":["a"],"truncated":false,"total":1})
     );
-    assert_eq!(
-        description(4, true),
-        "Find files whose paths match a glob pattern. Returns matching file paths \u{2014} never directories \u{2014} including hidden and ignored files (VCS metadata directories are excluded). Up to 4 paths come back in modification-time order; a larger result instead returns 4 paths sampled across top-level entries, says so, and reports where the complete sorted list was saved. This tool does not enumerate directory entries."
-    );
+    let sampled = description(4, true);
+    for fact in [
+        "never directories",
+        "hidden and ignored",
+        ".git",
+        "oldest first",
+        "At most 4 paths",
+        "sampled across the top-level entries",
+        "complete sorted list",
+    ] {
+        assert!(sampled.contains(fact), "{fact}");
+    }
+    let head = description(4, false);
+    assert!(head.contains("the 4 oldest"));
+    assert!(!head.contains("sampled"));
 }
 
 #[test]

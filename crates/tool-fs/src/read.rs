@@ -33,10 +33,10 @@ pub const NAME: &str = "read";
 pub struct ReadArgs {
     /// Path to read, resolved against the session workspace.
     pub file_path: String,
-    /// 1-based first line to return. Defaults to 1.
+    /// First line to return, counting from 1 (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<f64>,
-    /// Maximum number of lines to return. Defaults to 2000.
+    /// Most lines to return (default and maximum: the configured read limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<f64>,
 }

@@ -1,16 +1,17 @@
-//! What the model sees of each tool: descriptions, parameter schemas (names, types and
-//! required-ness exactly as upstream; property descriptions are ours) and the system-prompt
-//! sections the tools contribute.
+//! What the model sees of each tool: descriptions, parameter schemas and the system-prompt
+//! sections the tools contribute. Names, types, enums, required lists and property order are
+//! interface and follow upstream exactly; every description and section text is our own prose.
 
 use serde_json::Value;
 use serde_json::json;
 
-pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file and return line-numbered content.";
-pub const READ_IMAGE_DESCRIPTION: &str = "Read a PNG/JPEG/WebP/GIF file and return the image itself. Requires the current model to accept image input.";
-pub const WRITE_DESCRIPTION: &str = "Create or fully replace a UTF-8 text file.";
-pub const EDIT_DESCRIPTION: &str = "Edit an existing UTF-8 text file by replacing literal text.";
-pub const GREP_DESCRIPTION_TEMPLATE: &str = "Search file contents with a ripgrep regular expression. Returns matching lines with line numbers, grouped by file. Returns the first {max} matches inline; a capped result reports where the complete match list was saved. Use read on a matched file for surrounding context.";
-pub const STR_REPLACE_EDITOR_DESCRIPTION: &str = "Custom editing tool for viewing, creating and editing files.\n* State is persistent across command calls.\n* If `path` is a file, `view` displays the result of applying `cat -n`. If `path` is a directory, `view` lists non-hidden files and directories up to 2 levels deep.\n* The `create` command cannot be used if the specified `path` already exists as a file.\n* Long outputs are truncated and marked with `<response clipped>`.\n\nNotes for using the `str_replace` command:\n* The `old_str` parameter should match EXACTLY one or more consecutive lines from the original file. Be mindful of whitespaces!\n* If the `old_str` parameter is not unique in the file, the replacement will not be performed. Make sure to include enough context in `old_str` to make it unique.\n* The `new_str` parameter should contain the edited lines that should replace the `old_str`.";
+pub const READ_DESCRIPTION: &str = "Read a UTF-8 text file and get its lines back numbered from 1. A large file comes back one page at a time, and each page's footer gives the `offset` to continue from. Binary and non-UTF-8 files are refused.";
+pub const READ_IMAGE_DESCRIPTION: &str = "Load a PNG, JPEG, WebP or GIF file and attach the picture itself to the conversation so you can look at it. Works only when the current model accepts image input.";
+pub const WRITE_DESCRIPTION: &str =
+    "Create a UTF-8 text file, or replace the entire contents of an existing one.";
+pub const EDIT_DESCRIPTION: &str = "Change part of an existing UTF-8 text file by swapping an exact piece of its text for new text.";
+pub const GREP_DESCRIPTION_TEMPLATE: &str = "Search inside files for a ripgrep regular expression. Matches come back grouped by file, each as its line number and the line's text; hidden and ignored files are skipped, as with plain `rg`. At most {max} matches are shown; when there are more, the result says where the complete match list was stored. To see the lines around a match, read that file.";
+pub const STR_REPLACE_EDITOR_DESCRIPTION: &str = "View, create and edit files addressed by absolute path.\n* `view` on a file prints its lines numbered like `cat -n`, optionally only `view_range`; on a directory it lists files and subdirectories up to two levels deep, leaving out hidden entries, node_modules and __pycache__.\n* `create` writes a new file from `file_text` and refuses a path that already exists.\n* `str_replace` replaces `old_str` with `new_str`. `old_str` must match the file exactly, whitespace and indentation included, and occur only once: if it occurs several times nothing is changed, so include enough surrounding lines to make it unique.\n* `insert` adds `new_str` after line `insert_line`.\n* Changes are written to disk and persist between calls. Very long output is cut short and marked `<response clipped>`.";
 
 pub fn grep_description(max_matches: usize) -> String {
     GREP_DESCRIPTION_TEMPLATE.replace("{max}", &max_matches.to_string())
@@ -33,13 +34,13 @@ fn with_escalation(mut schema: Value, escalation: bool) -> Value {
             "sandbox_permissions".into(),
             json!({
                 "type": "string",
-                "description": "The wider sandbox mode this file operation needs. Only valid as a one-shot retry of an operation the sandbox just denied; requires justification and user approval.",
+                "description": "Wider sandbox mode to request for this one operation. Use it only to retry, once, an operation the sandbox has just denied; it needs a justification and the user's approval.",
                 "enum": ["workspace-write", "danger-full-access"]
             }),
         );
         props.insert(
             "justification".into(),
-            string("Required with sandbox_permissions: one sentence for the user explaining why this exact file operation needs the wider access."),
+            string("One sentence, shown to the user, on why this file operation needs the wider mode. Required whenever sandbox_permissions is set."),
         );
     }
     schema
@@ -48,9 +49,9 @@ fn with_escalation(mut schema: Value, escalation: bool) -> Value {
 pub fn read_parameters() -> Value {
     object(
         json!({
-            "file_path": string("Path to read, resolved by the filesystem backend."),
-            "offset": {"type": "number", "description": "1-based first line to return. Defaults to 1."},
-            "limit": {"type": "number", "description": "Maximum number of lines to return. Defaults to 2000."}
+            "file_path": string("File to read. A relative path resolves against the session workspace."),
+            "offset": {"type": "number", "description": "Line number to start at, counting from 1. Default 1."},
+            "limit": {"type": "number", "description": "Most lines to return. Default 2000, which is also the maximum."}
         }),
         &["file_path"],
     )
@@ -58,7 +59,7 @@ pub fn read_parameters() -> Value {
 
 pub fn read_image_parameters() -> Value {
     object(
-        json!({"file_path": string("Path to the image file, resolved by the filesystem backend.")}),
+        json!({"file_path": string("Image file to load (.png, .jpg, .jpeg, .webp or .gif). A relative path resolves against the session workspace.")}),
         &["file_path"],
     )
 }
@@ -67,8 +68,8 @@ pub fn write_parameters(escalation: bool) -> Value {
     with_escalation(
         object(
             json!({
-                "file_path": string("Path to write, resolved by the filesystem backend."),
-                "content": string("Full UTF-8 text content to write.")
+                "file_path": string("File to create or overwrite. A relative path resolves against the session workspace."),
+                "content": string("The complete new contents of the file, as UTF-8 text.")
             }),
             &["file_path", "content"],
         ),
@@ -80,10 +81,10 @@ pub fn edit_parameters(escalation: bool) -> Value {
     with_escalation(
         object(
             json!({
-                "file_path": string("Path to edit, resolved by the filesystem backend."),
-                "old_string": string("Literal text to replace. Must match exactly."),
-                "new_string": string("Literal replacement text. Use an empty string to delete the match."),
-                "replace_all": {"type": "boolean", "description": "Replace all matches. Defaults to false; when false, old_string must appear exactly once."}
+                "file_path": string("File to change. A relative path resolves against the session workspace."),
+                "old_string": string("The exact text to find, whitespace and indentation included. Must not be empty."),
+                "new_string": string("The text to put in its place; an empty string deletes it. Must differ from old_string."),
+                "replace_all": {"type": "boolean", "description": "Replace every occurrence of old_string. Default false, in which case old_string must occur exactly once."}
             }),
             &["file_path", "old_string", "new_string"],
         ),
@@ -94,8 +95,8 @@ pub fn edit_parameters(escalation: bool) -> Value {
 pub fn glob_parameters() -> Value {
     object(
         json!({
-            "pattern": string("Glob pattern to match file paths against (e.g. \"**/*.ts\", \"src/**/*.test.js\"). A pattern with no \"/\" matches the basename at any depth, so \"*\" and \"*.ts\" both search the whole tree; include a separator to anchor the depth."),
-            "path": string("Directory to search in. Defaults to the session workspace; a relative path resolves against it.")
+            "pattern": string("Glob matched against file paths, such as \"**/*.ts\" or \"src/**/*.test.js\". A pattern without \"/\" is tested against file names at every depth, so \"*\" or \"*.ts\" covers the whole tree; put a \"/\" in the pattern to tie it to particular directory levels."),
+            "path": string("Directory to search under. If omitted, the session workspace; relative paths are taken from there.")
         }),
         &["pattern"],
     )
@@ -104,9 +105,9 @@ pub fn glob_parameters() -> Value {
 pub fn grep_parameters() -> Value {
     object(
         json!({
-            "pattern": string("Regular expression to search for (ripgrep syntax)."),
-            "path": string("File or directory to search. Defaults to the session workspace; a relative path resolves against it."),
-            "include": string("One glob filter for which files to search (e.g. \"*.ts\", \"*.{js,jsx}\"). Not a list; negation is not supported.")
+            "pattern": string("The regular expression to look for, in ripgrep syntax."),
+            "path": string("Where to search: a single file or a directory. If omitted, the session workspace; relative paths are taken from there."),
+            "include": string("A single glob limiting which files are searched, such as \"*.ts\" or \"*.{js,jsx}\". Use {a,b} alternation rather than a comma-separated list; negated (\"!\") globs are rejected.")
         }),
         &["pattern"],
     )
@@ -115,13 +116,13 @@ pub fn grep_parameters() -> Value {
 pub fn str_replace_editor_parameters() -> Value {
     object(
         json!({
-            "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert"], "description": "The command to run."},
-            "path": string("Absolute path to a file or directory."),
-            "file_text": string("Required for `create`: the content of the new file."),
-            "insert_line": {"type": "integer", "description": "Required for `insert`: `new_str` is inserted after this line (0 inserts at the top)."},
-            "new_str": string("For `str_replace`: the replacement (empty when omitted). Required for `insert`: the text to insert."),
-            "old_str": string("Required for `str_replace`: the exact text to replace."),
-            "view_range": {"type": "array", "items": {"type": "integer"}, "description": "Optional for `view` of a file: [start, end] 1-based line range; end -1 reads to the end."}
+            "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert"], "description": "The operation to perform."},
+            "path": string("Absolute path of the file or directory."),
+            "file_text": string("For `create` (required): the full contents of the new file."),
+            "insert_line": {"type": "integer", "description": "For `insert` (required): the line after which `new_str` goes; 0 puts it before the first line."},
+            "new_str": string("For `str_replace`: the replacement text, empty if omitted. For `insert` (required): the text to add."),
+            "old_str": string("For `str_replace` (required): the exact text to replace; it must occur only once."),
+            "view_range": {"type": "array", "items": {"type": "integer"}, "description": "Optional, for `view` of a file: [first, last] line numbers counting from 1; a last of -1 means through the end of the file."}
         }),
         &["command", "path"],
     )
@@ -138,36 +139,36 @@ pub struct PromptSection {
 pub const READ_SECTION: PromptSection = PromptSection {
     id: "tool:read",
     order: 100,
-    text: "Use the read tool — not shell commands like cat — to inspect text files. Results include line numbers. Use offset and limit to continue reading large files.",
+    text: "Inspect text files with the read tool rather than shell commands such as cat. Its output is line-numbered; page through a large file with offset and limit.",
 };
 
 pub const WRITE_SECTION: PromptSection = PromptSection {
     id: "tool:write",
     order: 101,
-    text: "Use the write tool to create files or completely replace file contents. Existing files are overwritten, so read an existing file first (the default fs-observation-policy requires it) and prefer edit for targeted changes.",
+    text: "The write tool creates a file or replaces everything in it. Because it overwrites, read an existing file before replacing it (the default fs-observation-policy refuses otherwise), and use edit instead when only part of a file should change.",
 };
 
 pub const EDIT_SECTION: PromptSection = PromptSection {
     id: "tool:edit",
     order: 102,
-    text: "Use the edit tool for targeted changes to existing UTF-8 text files. It replaces literal old_string with new_string; by default old_string must appear exactly once. If old_string appears multiple times, provide a more specific old_string or set replace_all to true. Read the file first (the default fs-observation-policy requires it), unless you just created or edited it in this session.",
+    text: "Make targeted changes to existing UTF-8 text files with the edit tool. It swaps the literal old_string for new_string, and old_string has to occur exactly once unless replace_all is true; when it matches in several places, lengthen it until it is unique or set replace_all. Read the file before editing it (the default fs-observation-policy enforces this), except a file you created or edited yourself earlier in this session.",
 };
 
 pub const GREP_SECTION: PromptSection = PromptSection {
     id: "tool:grep",
     order: 104,
-    text: "Use the grep tool — not shell grep or rg — to search file contents. Use read on a matched file when you need surrounding context.",
+    text: "Search file contents with the grep tool, not shell grep or rg. When you need the lines around a match, read that file.",
 };
 
 /// `tool:glob` (order 103) depends on whether over-cap results are sampled.
 pub fn glob_section_text(sampling: bool) -> String {
     let tail = if sampling {
-        "while a larger one is sampled across top-level entries, so it spans the tree instead of one subtree."
+        "a result over the limit is sampled across the top-level entries, so it covers the whole tree rather than one subtree."
     } else {
-        "while a larger one keeps the modification-time-ordered head."
+        "a result over the limit keeps only the oldest files in that order."
     };
     format!(
-        "Use the glob tool — not shell find — to discover files by path pattern. A pattern with no \"/\" matches basenames at any depth, so \"*\" matches every file in the tree rather than its top level. Results are files only, never directories, and include hidden and ignored files: a result that fits comes back in modification-time order, {tail}"
+        "Find files by path pattern with the glob tool rather than shell find. A pattern without \"/\" is matched against file names at every depth, so \"*\" returns files from the whole tree, not just its top level. Only files are returned, never directories, and hidden and ignored files are included. A result within the limit is ordered by modification time, oldest first; {tail}"
     )
 }
 
@@ -178,23 +179,68 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    /// Names, types, enums and required-ness of every recorded upstream schema match ours.
+    const CONFORMANCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/conformance");
+
+    /// Every recorded scenario directory (`<surface>/<scenario>`).
+    fn scenario_dirs() -> Vec<std::path::PathBuf> {
+        let mut dirs = Vec::new();
+        for surface in std::fs::read_dir(CONFORMANCE).unwrap() {
+            let surface = surface.unwrap().path();
+            if surface.is_dir() {
+                for scenario in std::fs::read_dir(&surface).unwrap() {
+                    dirs.push(scenario.unwrap().path());
+                }
+            }
+        }
+        dirs.sort();
+        dirs
+    }
+
+    /// The schema with every prose `description` string removed; names, types, enums,
+    /// required lists and key order stay. (A property named `description` is an object.)
+    fn shape(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(key, v)| !(key.as_str() == "description" && v.is_string()))
+                    .map(|(key, v)| (key.clone(), shape(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+            other => other.clone(),
+        }
+    }
+
+    fn descriptions(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map {
+                    match v {
+                        Value::String(text) if key == "description" => out.push(text.clone()),
+                        other => descriptions(other, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| descriptions(v, out)),
+            _ => {}
+        }
+    }
+
+    fn recorded_tools(file: &std::path::Path) -> Vec<Value> {
+        let tools: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        tools
+            .as_array()
+            .cloned()
+            .or_else(|| tools["initial"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// Names, types, enums, required lists and property order of every recorded upstream
+    /// schema match ours; only the prose differs.
     #[test]
     fn parameter_shapes_match_recorded_upstream_schemas() {
-        let recorded = [
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/conformance/acp/web-fetch/upstream-tool-schemas.json"
-            ),
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/conformance/acp/read-image/upstream-tool-schemas.json"
-            ),
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/conformance/acp/fs-glob-sampling/upstream-tool-schemas.json"
-            ),
-        ];
+        let recorded = ["acp/web-fetch", "acp/read-image", "acp/fs-glob-sampling"]
+            .map(|dir| format!("{CONFORMANCE}/{dir}/upstream-tool-schemas.json"));
         let ours = [
             ("read", read_parameters()),
             ("read_image", read_image_parameters()),
@@ -203,30 +249,16 @@ mod tests {
             ("glob", glob_parameters()),
             ("grep", grep_parameters()),
         ];
-        let strip = |schema: &Value| -> Value {
-            let mut schema = schema.clone();
-            if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-                for prop in props.values_mut() {
-                    if let Some(map) = prop.as_object_mut() {
-                        map.remove("description");
-                    }
-                }
-            }
-            schema
-        };
         let mut checked = 0;
         for file in recorded {
-            let text = std::fs::read_to_string(file).unwrap();
-            let tools: Value = serde_json::from_str(&text).unwrap();
-            let tools = tools
-                .as_array()
-                .cloned()
-                .or_else(|| tools["initial"].as_array().cloned())
-                .unwrap_or_default();
-            for tool in tools {
+            for tool in recorded_tools(std::path::Path::new(&file)) {
                 let name = tool["name"].as_str().unwrap_or_default();
                 if let Some((_, schema)) = ours.iter().find(|(n, _)| *n == name) {
-                    assert_eq!(strip(schema), strip(&tool["parameters"]), "{name}");
+                    assert_eq!(
+                        serde_json::to_string(&shape(schema)).unwrap(),
+                        serde_json::to_string(&shape(&tool["parameters"])).unwrap(),
+                        "{name}"
+                    );
                     checked += 1;
                 }
             }
@@ -245,6 +277,108 @@ mod tests {
             edit_parameters(true)["properties"]["sandbox_permissions"]["enum"],
             json!(["workspace-write", "danger-full-access"])
         );
-        assert!(grep_description(250).contains("Returns the first 250 matches inline"));
+        let justification = edit_parameters(true)["properties"]["justification"]["description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(justification.contains("sandbox_permissions"));
+    }
+
+    #[test]
+    fn prose_states_the_facts_the_model_needs() {
+        assert!(grep_description(250).contains("At most 250 matches"));
+        assert!(READ_DESCRIPTION.contains("`offset`"));
+        let edit = edit_parameters(false);
+        assert!(
+            edit["properties"]["replace_all"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("exactly once")
+        );
+        for fact in ["exactly once", "replace_all", "fs-observation-policy"] {
+            assert!(EDIT_SECTION.text.contains(fact), "{fact}");
+        }
+        assert!(WRITE_SECTION.text.contains("read an existing file"));
+        for sampling in [true, false] {
+            let section = glob_section_text(sampling);
+            for fact in [
+                "never directories",
+                "hidden and ignored",
+                "\"*\"",
+                "oldest first",
+            ] {
+                assert!(section.contains(fact), "{fact} ({sampling})");
+            }
+        }
+        assert!(glob_section_text(true).contains("sampled across the top-level entries"));
+        assert!(!glob_section_text(false).contains("sampled"));
+        for fact in [
+            "absolute path",
+            "<response clipped>",
+            "only once",
+            "`cat -n`",
+        ] {
+            assert!(STR_REPLACE_EDITOR_DESCRIPTION.contains(fact), "{fact}");
+        }
+    }
+
+    /// Descriptions and sections are our own prose: none may be a verbatim copy of a recorded
+    /// upstream description or system-prompt paragraph.
+    #[test]
+    fn no_prose_is_copied_from_upstream() {
+        let mut upstream = Vec::new();
+        for dir in scenario_dirs() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                if name.starts_with("upstream-tool-schemas") {
+                    let value: Value =
+                        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+                    descriptions(&value, &mut upstream);
+                } else if name.starts_with("upstream-system-prompt") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    upstream.extend(text.split("\n\n").map(|p| p.trim().to_owned()));
+                }
+            }
+        }
+        assert!(
+            upstream.len() > 50,
+            "only {} upstream texts",
+            upstream.len()
+        );
+        let mut ours: Vec<String> = [
+            READ_DESCRIPTION,
+            READ_IMAGE_DESCRIPTION,
+            WRITE_DESCRIPTION,
+            EDIT_DESCRIPTION,
+            STR_REPLACE_EDITOR_DESCRIPTION,
+            READ_SECTION.text,
+            WRITE_SECTION.text,
+            EDIT_SECTION.text,
+            GREP_SECTION.text,
+        ]
+        .map(str::to_owned)
+        .into();
+        ours.extend([
+            grep_description(250),
+            glob_description(4, true),
+            glob_description(100, false),
+            glob_section_text(true),
+            glob_section_text(false),
+        ]);
+        for schema in [
+            read_parameters(),
+            read_image_parameters(),
+            write_parameters(true),
+            edit_parameters(true),
+            glob_parameters(),
+            grep_parameters(),
+            str_replace_editor_parameters(),
+        ] {
+            descriptions(&schema, &mut ours);
+        }
+        for text in &ours {
+            assert!(!upstream.contains(text), "copied from upstream: {text}");
+        }
     }
 }

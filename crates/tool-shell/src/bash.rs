@@ -140,7 +140,7 @@ pub fn bash_description(run_in_background: bool, confining: bool) -> String {
     text
 }
 
-/// The parameter schema upstream sends: background and sandbox fields only when offered.
+/// The parameter schema, shaped as upstream's: background and sandbox fields only when offered.
 pub fn bash_parameters(run_in_background: bool, confining: bool) -> Value {
     let mut properties = serde_json::Map::new();
     properties.insert(

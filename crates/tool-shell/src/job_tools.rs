@@ -254,7 +254,7 @@ pub fn present_job_kill_call(args: &JobKillArgs) -> ToolCallView {
     }
 }
 
-/// Parameter schemas exactly as upstream sends them.
+/// Parameter schemas: names, types, order and required-ness as upstream; the descriptions are ours.
 pub fn job_output_parameters() -> Value {
     json!({
         "type": "object",

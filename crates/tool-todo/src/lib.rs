@@ -65,9 +65,9 @@ impl Default for TodoConfig {
     }
 }
 
-const DESCRIPTION_PARALLEL: &str = "Keep a structured task list for the work in hand. Every call sends the WHOLE list and replaces the previous one: there are no partial updates. Plan multi-step work with one todo per concrete step before starting, and show progress as you go. Mark each task you are actively working on `in_progress` (several at once when work truly runs in parallel, such as background commands; one at a time for sequential work), mark a task `completed` as soon as it is done rather than in batches, and leave nothing `in_progress` only when all work is finished. Skip the list for trivial one-step tasks. Statuses: `pending` (not started), `in_progress` (being worked on), `completed` (done).";
+const DESCRIPTION_PARALLEL: &str = "Maintain a structured task list for the current work. Each call must carry the full list, which replaces the one recorded before; single items cannot be added or changed on their own. Before starting multi-step work, add one todo per concrete step, then keep the statuses current as you go. Mark every task you are actively working on `in_progress`: several at once when work really runs concurrently (background commands or subagents running side by side), one at a time when you work step by step. While any work remains, at least one task should be `in_progress`. Mark each task `completed` as soon as it is finished instead of saving completions up, and leave nothing `in_progress` only once all work is done. Trivial single-step work needs no list. Statuses: `pending` (not started yet), `in_progress` (being worked on now), `completed` (finished).";
 
-const DESCRIPTION_SINGLE: &str = "Keep a structured task list for the work in hand. Every call sends the WHOLE list and replaces the previous one: there are no partial updates. Plan multi-step work with one todo per concrete step before starting, keep exactly one task `in_progress` while work remains, and mark a task `completed` as soon as it is done rather than in batches. Skip the list for trivial one-step tasks. Statuses: `pending` (not started), `in_progress` (being worked on), `completed` (done).";
+const DESCRIPTION_SINGLE: &str = "Maintain a structured task list for the current work. Each call must carry the full list, which replaces the one recorded before; single items cannot be added or changed on their own. Before starting multi-step work, add one todo per concrete step, then keep the statuses current as you go. While any work remains, exactly one task is `in_progress` (more than one is rejected); finish it before moving to the next. Mark each task `completed` as soon as it is finished instead of saving completions up. Trivial single-step work needs no list. Statuses: `pending` (not started yet), `in_progress` (being worked on now), `completed` (finished).";
 
 fn parameters() -> Value {
     json!({
@@ -75,15 +75,15 @@ fn parameters() -> Value {
         "properties": {
             "todos": {
                 "type": "array",
-                "description": "The complete task list; it replaces the previous one.",
+                "description": "The full task list; it replaces whatever list was recorded before.",
                 "items": {
                     "type": "object",
                     "additionalProperties": false,
                     "properties": {
-                        "content": {"type": "string", "description": "The task, as a short imperative line."},
+                        "content": {"type": "string", "description": "The task itself, as one short imperative sentence."},
                         "status": {
                             "type": "string",
-                            "description": "pending (not started), in_progress (now), completed (done).",
+                            "description": "pending = not started, in_progress = being worked on now, completed = finished.",
                             "enum": ["pending", "in_progress", "completed"]
                         }
                     },

@@ -161,3 +161,59 @@ fn the_card_is_generic_with_the_list_as_input() {
         json!({"card":"generic","title":"Update todo list","kind":"other","rawInput":[{"content":"a","status":"pending"}]})
     );
 }
+
+/// The schema with its prose removed: names, types, enums, required lists, key order.
+fn shape(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, v)| !(key.as_str() == "description" && v.is_string()))
+                .map(|(key, v)| (key.clone(), shape(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn parameter_shape_matches_the_recorded_upstream_schema() {
+    let recorded: Value = serde_json::from_str(include_str!(
+        "../../../../shared/conformance/acp/todo-write/upstream-tool-schemas.json"
+    ))
+    .unwrap();
+    let tools = recorded
+        .as_array()
+        .cloned()
+        .or_else(|| recorded["initial"].as_array().cloned())
+        .unwrap();
+    let upstream = tools.iter().find(|t| t["name"] == NAME).unwrap();
+    assert_eq!(
+        serde_json::to_string(&shape(&parameters())).unwrap(),
+        serde_json::to_string(&shape(&upstream["parameters"])).unwrap()
+    );
+    // Our prose, not a copy of upstream's.
+    assert_ne!(upstream["description"], DESCRIPTION_PARALLEL);
+    assert_ne!(
+        upstream["parameters"]["properties"]["todos"]["description"],
+        parameters()["properties"]["todos"]["description"]
+    );
+}
+
+#[test]
+fn descriptions_state_the_whole_list_rule_and_the_in_progress_policy() {
+    for text in [DESCRIPTION_PARALLEL, DESCRIPTION_SINGLE] {
+        for fact in [
+            "full list",
+            "replaces",
+            "`pending`",
+            "`in_progress`",
+            "`completed`",
+        ] {
+            assert!(text.contains(fact), "{fact}");
+        }
+    }
+    assert!(DESCRIPTION_PARALLEL.contains("several at once"));
+    assert!(DESCRIPTION_SINGLE.contains("exactly one task is `in_progress`"));
+    assert!(!DESCRIPTION_SINGLE.contains("several at once"));
+}

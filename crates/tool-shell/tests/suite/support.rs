@@ -55,3 +55,25 @@ pub async fn read_pids(path: &Path, lines: usize) -> Vec<u32> {
     }
     panic!("pid file {} never filled", path.display());
 }
+
+/// The interface part of a tool schema: every prose `description` string removed, everything
+/// else (names, types, enums, required lists, key order) kept. A property that is itself named
+/// `description` is an object, not a string, so it survives.
+pub fn shape(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, v)| !(key.as_str() == "description" && v.is_string()))
+                .map(|(key, v)| (key.clone(), shape(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(shape).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Serialized shape, so that key order is compared too.
+pub fn shape_string(value: &serde_json::Value) -> String {
+    serde_json::to_string(&shape(value)).unwrap()
+}
