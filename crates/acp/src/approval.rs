@@ -14,6 +14,7 @@ use agent_client_protocol::v1::schema::RequestPermissionRequest;
 use agent_client_protocol::v1::schema::ToolCallUpdate;
 use agent_client_protocol::v1::schema::ToolCallUpdateFields;
 use dsh_kernel::BoxFuture;
+use dsh_kernel::ScopeId;
 use dsh_tools::ApprovalOutcome;
 use dsh_tools::ApprovalRequest;
 use dsh_tools::ApprovalService;
@@ -28,15 +29,23 @@ pub(crate) const REJECT_ALWAYS: &str = "reject-always";
 /// Answers approval requests of one session's agent by asking the client.
 pub(crate) struct ClientApproval {
     session_id: String,
+    /// The scope of the one agent this bridge session owns: requests from any other agent
+    /// (a same-id impostor included) never reach the client.
+    owner: ScopeId,
     connection: ConnectionTo<Client>,
     /// Tool name → remembered answer (`true` = always allow, `false` = always reject).
     remembered: Arc<Mutex<HashMap<String, bool>>>,
 }
 
 impl ClientApproval {
-    pub(crate) fn new(session_id: String, connection: ConnectionTo<Client>) -> Self {
+    pub(crate) fn new(
+        session_id: String,
+        owner: ScopeId,
+        connection: ConnectionTo<Client>,
+    ) -> Self {
         Self {
             session_id,
+            owner,
             connection,
             remembered: Arc::default(),
         }
@@ -62,6 +71,11 @@ fn options() -> Vec<PermissionOption> {
 
 impl ApprovalService for ClientApproval {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        // §5.5: without a call to attach the prompt to, or for an agent the bridge does not
+        // own, the client is not the approval channel.
+        if request.call_id.is_empty() || request.agent.scope().id() != self.owner {
+            return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
+        }
         let remembered = lock(&self.remembered).get(&request.tool_name).copied();
         if let Some(allow) = remembered {
             let outcome = if allow {

@@ -142,8 +142,11 @@ impl Session {
                 Ok(())
             }));
         }
-        let approval: Arc<dyn ApprovalService> =
-            Arc::new(ClientApproval::new(id.clone(), connection));
+        let approval: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
+            id.clone(),
+            agent.scope().id(),
+            connection,
+        ));
         registrations.push(
             agent
                 .scope()

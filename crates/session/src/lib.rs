@@ -10,6 +10,7 @@
 pub mod data;
 mod error;
 mod event;
+mod finite;
 mod header;
 mod invariants;
 mod jsonl;

@@ -308,6 +308,12 @@ impl SessionLog {
     ) -> Result<Arc<Event>, SessionError> {
         let value = serde_json::to_value(data)
             .map_err(|e| SessionError::invalid(T::KIND, e.to_string()))?;
+        // `to_value` writes NaN/±Infinity as `null`; refuse instead of storing a changed value.
+        if crate::finite::contains_null(&value) && crate::finite::has_non_finite(data) {
+            return Err(SessionError::NotLossless {
+                kind: T::KIND.to_owned(),
+            });
+        }
         self.append_inner(T::KIND.to_owned(), value, surface, false, None)
     }
 

@@ -1,3 +1,4 @@
+mod checklist;
 mod client;
 mod harness;
 mod snapshots;

@@ -1,4 +1,5 @@
 mod cancel;
+mod checklist;
 mod flow;
 mod headless;
 mod prompt;

@@ -2,3 +2,4 @@ mod conformance;
 mod errors;
 mod server;
 mod stream;
+mod checklist_gaps;

@@ -4,3 +4,4 @@ mod persistence;
 mod repair;
 mod store;
 mod upstream;
+mod checklist_gaps;
