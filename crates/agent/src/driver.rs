@@ -264,11 +264,14 @@ impl AgentHandle {
         if let Some(cwd) = &self.inner.cwd {
             vars.insert("cwd".into(), cwd.clone());
         }
-        let schemas = self
-            .inner
-            .tools
-            .schemas(Some(&self.inner.scope))
-            .map_err(|e| TurnError::unknown(error_chain(&e)))?;
+        let schemas = match &prompt.tool_schemas {
+            Some(provider) => provider(&self.inner.scope).map_err(TurnError::unknown)?,
+            None => self
+                .inner
+                .tools
+                .schemas(Some(&self.inner.scope))
+                .map_err(|e| TurnError::unknown(error_chain(&e)))?,
+        };
         let tools = order_tools(schemas, prompt.tool_order.as_deref())
             .map_err(|e| TurnError::unknown(e.to_string()))?;
         Ok(StepAssembly {

@@ -30,8 +30,12 @@ pub const SNAPSHOT_PLUGIN: &str = "@deepseek-ai/dsh-system-prompt";
 /// The placeholder in `tool_order` where unlisted tools go (lexicographically).
 pub const UNLISTED_TOOLS: &str = "<unlisted-tools>";
 
+/// Computes the tool schemas a request offers for an agent scope; it replaces the registry's
+/// plain `schemas(scope)` when a presentation (Code Mode) changes what goes on the wire.
+pub type ToolSchemaProvider = Arc<dyn Fn(&Scope) -> Result<Vec<ToolSchema>, String> + Send + Sync>;
+
 /// Per-agent prompt configuration (§4.1).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PromptConfig {
     /// The `deployment:persona` template (order 0); empty renders nothing.
     pub persona: String,
@@ -45,6 +49,20 @@ pub struct PromptConfig {
     pub variables: BTreeMap<String, String>,
     /// Explicit tool order; `None` sorts tools lexicographically by name.
     pub tool_order: Option<Vec<String>>,
+    /// The wire tool list; `None` offers every tool the registry shows the agent.
+    pub tool_schemas: Option<ToolSchemaProvider>,
+}
+
+impl std::fmt::Debug for PromptConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptConfig")
+            .field("persona", &self.persona)
+            .field("sections", &self.sections)
+            .field("contexts", &self.contexts)
+            .field("tool_order", &self.tool_order)
+            .field("tool_schemas", &self.tool_schemas.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for PromptConfig {
@@ -57,6 +75,7 @@ impl Default for PromptConfig {
             contexts: Vec::new(),
             variables: BTreeMap::new(),
             tool_order: None,
+            tool_schemas: None,
         }
     }
 }

@@ -340,6 +340,15 @@ impl Harness {
                 },
             )?;
         }
+        // Code Mode is always available so a session can switch presentation (`/mode`); it only
+        // changes what the model sees when the mode is `code` or `both`.
+        if config.plugin_enabled("code", true)? {
+            let runtime = dsh_code::QuickJsRuntime::new(dsh_code::QuickJsConfig::default())
+                .map_err(|e| anyhow::anyhow!("invalid Code Mode runtime settings: {e}"))?;
+            root.provide::<dyn dsh_code::CodeRuntime>(runtime)?;
+            dsh_code::CodeMode::install(&root, &registry, dsh_code::CodeModeConfig::default())
+                .map_err(|e| anyhow::anyhow!("cannot install Code Mode: {e}"))?;
+        }
         let shell = crate::shell::ShellPlugin::mount(
             &config,
             &settings,
@@ -397,6 +406,7 @@ impl Harness {
     }
 
     fn attach(&self, log: SessionLog, cwd: &Path, resume: bool) -> anyhow::Result<AgentHandle> {
+        let agent_scope = Arc::new(std::sync::OnceLock::<Scope>::new());
         let state = Arc::new(SessionState {
             id: log.id().to_owned(),
             cwd: cwd.to_path_buf(),
@@ -417,7 +427,7 @@ impl Harness {
             tools: self.registry.clone(),
             scope: self.root.clone(),
             log: log.clone(),
-            prompt: self.prompt(&state),
+            prompt: self.prompt(&state, &agent_scope),
             max_parallel_tool_calls: self.settings.max_parallel,
         };
         let handle = if resume {
@@ -426,7 +436,9 @@ impl Harness {
             Agent::create(config)?
         };
         let scope = handle.scope().clone();
+        let _ = agent_scope.set(scope.clone());
         scope.provide(state.clone())?;
+        scope.provide::<dyn dsh_code::CodeDispatchLog>(Arc::new(LogCodeDispatch(log.clone())))?;
         scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;
         self.register_fs_tools(&scope, &state)?;
         self.shell.attach(&handle)?;
@@ -498,7 +510,11 @@ impl Harness {
         self.register_fs_tools(agent.scope(), &state)
     }
 
-    fn prompt(&self, state: &Arc<SessionState>) -> PromptConfig {
+    fn prompt(
+        &self,
+        state: &Arc<SessionState>,
+        agent_scope: &Arc<std::sync::OnceLock<Scope>>,
+    ) -> PromptConfig {
         let mut sections = Vec::new();
         if self.config.plugin_enabled("fs", true).unwrap_or(true) {
             use dsh_tool_fs::schema as fs;
@@ -522,6 +538,36 @@ impl Harness {
             ));
         }
         sections.extend(self.shell.prompt_sections());
+        if self.config.plugin_enabled("code", true).unwrap_or(true) {
+            // The code-only rule and the generated SDK depend on the agent's presentation mode
+            // and visible tools, so they are computed at every assembly.
+            let (registry, scope) = (self.registry.clone(), agent_scope.clone());
+            sections.push(Section {
+                name: dsh_code::CODE_ONLY_SECTION.0.to_owned(),
+                order: f64::from(dsh_code::CODE_ONLY_SECTION.1),
+                text: SectionText::Dynamic(Arc::new(move || {
+                    scope
+                        .get()
+                        .and_then(|scope| dsh_code::code_only_section(&registry, scope).ok())
+                        .unwrap_or_default()
+                })),
+            });
+            let (registry, scope) = (self.registry.clone(), agent_scope.clone());
+            sections.push(Section {
+                name: dsh_code::SDK_SECTION.0.to_owned(),
+                order: f64::from(dsh_code::SDK_SECTION.1),
+                text: SectionText::Dynamic(Arc::new(move || {
+                    scope
+                        .get()
+                        .and_then(|scope| dsh_code::sdk_section(&registry, scope).ok())
+                        .unwrap_or_default()
+                })),
+            });
+        }
+        let registry = self.registry.clone();
+        let tool_schemas: dsh_agent::prompt::ToolSchemaProvider = Arc::new(move |scope: &Scope| {
+            dsh_code::wire_schemas(&registry, Some(scope)).map_err(|e| e.to_string())
+        });
         let policy_state = state.clone();
         let approval_state = state.clone();
         PromptConfig {
@@ -543,6 +589,7 @@ impl Harness {
                     })),
                 },
             ],
+            tool_schemas: Some(tool_schemas),
             ..PromptConfig::default()
         }
     }
@@ -585,6 +632,11 @@ impl Harness {
         Ok(())
     }
 
+    /// Status lines of the agent's background jobs (for `/jobs` in the UI).
+    pub fn job_lines(&self, agent: &AgentHandle) -> Vec<String> {
+        self.shell.job_lines(agent)
+    }
+
     /// Disposes every agent and plugin, newest first.
     pub fn shutdown(&self) {
         self.root.dispose();
@@ -609,5 +661,17 @@ impl TodoSink for LogTodoSink {
             .append("todo/write", json!({ "todos": todos }), None)
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// Appends Code Mode's sub-call events (`tool/code-dispatch-start`, `tool/code-dispatch`).
+struct LogCodeDispatch(SessionLog);
+
+impl dsh_code::CodeDispatchLog for LogCodeDispatch {
+    fn append(&self, event: dsh_code::CodeDispatchEvent) -> dsh_kernel::BoxFuture<'static, ()> {
+        if let Err(error) = self.0.append(event.event_type(), event.data(), None) {
+            tracing::warn!(%error, "cannot log a Code Mode sub-call event");
+        }
+        Box::pin(async {})
     }
 }

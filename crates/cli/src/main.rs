@@ -14,6 +14,7 @@ mod mcp_cmd;
 mod sessions;
 mod shell;
 mod tools_cmd;
+mod tui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +46,11 @@ enum Command {
         /// `text` prints the answer; `stream-json` prints every session event, then a result line.
         #[arg(long, value_enum, default_value = "text")]
         output: exec::Output,
+    },
+    /// Reopen a stored session in the interactive UI (default: the newest one of this folder).
+    Resume {
+        /// The session id.
+        id: Option<String>,
     },
     /// Serve the Agent Client Protocol on stdio (add dsh to Zed as a custom agent server).
     Acp,
@@ -106,10 +112,12 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
-    init_tracing();
     let cli = Cli::parse();
+    // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
+    init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
     let result = match cli.command {
-        None => Err(anyhow::anyhow!("no command given; try `dsh --help`")),
+        None => tui::run(dsh_tui::Start::New),
+        Some(Command::Resume { id }) => tui::run(dsh_tui::Start::Resume(id)),
         Some(Command::Exec {
             task,
             cwd,
@@ -145,13 +153,29 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+fn init_tracing(to_file: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let file = to_file
+        .then(|| {
+            let dir = config::dsh_home().ok()?.join("logs");
+            std::fs::create_dir_all(&dir).ok()?;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("dsh.log"))
+                .ok()
+        })
+        .flatten();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match file {
+        Some(file) => builder
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init(),
+        None if to_file => builder.with_writer(std::io::sink).try_init(),
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
 }
 
 fn config_show(cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {

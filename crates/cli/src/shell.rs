@@ -131,6 +131,17 @@ impl ShellPlugin {
         sections
     }
 
+    /// One status line per background job of `agent` (running first, then finished).
+    pub fn job_lines(&self, agent: &AgentHandle) -> Vec<String> {
+        let Some(jobs) = &self.jobs else {
+            return Vec::new();
+        };
+        jobs.list(Some(&OwnerId::new(agent.id())))
+            .iter()
+            .map(|job| job.status_line())
+            .collect()
+    }
+
     /// Pumps job notices into the agent, and stops the agent's jobs when it is disposed.
     pub fn attach(&self, agent: &AgentHandle) -> anyhow::Result<()> {
         let scope = agent.scope().clone();

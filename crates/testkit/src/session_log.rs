@@ -76,9 +76,42 @@ impl SessionLog {
         })
     }
 
+    /// Every tool outcome in the log: `tool/result` events, plus the settle events of calls
+    /// made from inside a `run_code` program (`tool/code-dispatch`, keyed by `subCallId`).
     pub fn tool_results(&self) -> Vec<LoggedResult> {
-        self.of_type("tool/result").filter_map(result_of).collect()
+        let mut results: Vec<LoggedResult> =
+            self.of_type("tool/result").filter_map(result_of).collect();
+        results.extend(
+            self.of_type("tool/code-dispatch")
+                .filter_map(dispatch_result_of),
+        );
+        results
     }
+}
+
+fn dispatch_result_of(event: &Value) -> Option<LoggedResult> {
+    let data = event.get("data")?;
+    Some(LoggedResult {
+        call_id: data.get("subCallId")?.as_str()?.to_owned(),
+        is_error: data
+            .get("isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        text: text_of(data.get("content")),
+    })
+}
+
+fn text_of(content: Option<&Value>) -> String {
+    content
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<String>()
+        })
+        .unwrap_or_default()
 }
 
 fn result_of(event: &Value) -> Option<LoggedResult> {
@@ -97,17 +130,7 @@ fn result_of(event: &Value) -> Option<LoggedResult> {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .or(call_id_fallback)?;
-    let text = block
-        .get("content")
-        .and_then(Value::as_array)
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<String>()
-        })
-        .unwrap_or_default();
+    let text = text_of(block.get("content"));
     Some(LoggedResult {
         call_id,
         is_error: block

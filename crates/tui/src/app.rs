@@ -1,0 +1,187 @@
+//! What the CLI calls: [`TuiApp`] + [`run`]. The event loop multiplexes terminal input, agent
+//! events, approval prompts, a tick and SIGTERM, and redraws after each.
+//!
+//! The CLI wires it roughly as (`dsh` → `Start::New`, `dsh resume [ID]` → `Start::Resume`):
+//!
+//! ```text
+//! if !dsh_tui::is_interactive() { eprintln!("{}", dsh_tui::NOT_A_TERMINAL); return Ok(ExitCode::from(2)); }
+//! runtime.block_on(async {
+//!     let harness = Arc::new(Harness::build(config)?);
+//!     let app = TuiApp { factory: Arc::new(Factory { harness: harness.clone() }),
+//!                        registry: harness.registry.clone(), model, cwd, start };
+//!     dsh_tui::run(app).await
+//! })
+//! // Factory: new_session → harness.new_agent(cwd, None), resume → harness.resume_agent(id),
+//! //          list_sessions → harness.store.list(), jobs → the shell plugin's live jobs.
+//! ```
+
+use std::io;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use crossterm::event::EventStream;
+use dsh_agent::AgentHandle;
+use dsh_session::SessionSummary;
+use dsh_tools::ToolRegistry;
+use futures::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::backend::CrosstermBackend;
+
+use crate::controller::Controller;
+use crate::terminal::TerminalGuard;
+use crate::view::render;
+
+/// Printed instead of drawing when stdin or stdout is not a terminal.
+pub const NOT_A_TERMINAL: &str = "dsh: the interactive UI needs a terminal (stdin and stdout must be a TTY).\n\
+Run a task headless instead:  dsh exec \"your task\"   (add --output stream-json for JSON lines)";
+
+/// `true` when both stdin and stdout are terminals.
+pub fn is_interactive() -> bool {
+    io::stdin().is_terminal() && io::stdout().is_terminal()
+}
+
+/// What the host composes for the UI. A trait so tests can build agents over a scripted model.
+pub trait SessionFactory: Send + Sync {
+    /// A fresh agent working in `cwd` (idle until the first prompt).
+    fn new_session(&self, cwd: &Path) -> anyhow::Result<AgentHandle>;
+    /// A stored session reopened from its log (idle; nothing re-runs).
+    fn resume(&self, id: &str) -> anyhow::Result<AgentHandle>;
+    /// Stored sessions, newest first.
+    fn list_sessions(&self) -> anyhow::Result<Vec<SessionSummary>>;
+    /// Running background jobs of `agent`, one display line each.
+    fn jobs(&self, agent: &AgentHandle) -> Vec<String> {
+        let _ = agent;
+        Vec::new()
+    }
+    /// Models `/model` offers.
+    fn models(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Changes the model of sessions created from now on.
+    fn set_model(&self, model: &str) -> anyhow::Result<()> {
+        anyhow::bail!("this build cannot switch to {model}: set `model` in the config instead")
+    }
+}
+
+/// How the UI starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// `dsh`: a new session in `cwd`.
+    New,
+    /// `dsh resume [ID]`: the given session, or the newest one whose cwd is `cwd`.
+    Resume(Option<String>),
+}
+
+/// Everything the CLI hands the UI.
+pub struct TuiApp {
+    pub factory: Arc<dyn SessionFactory>,
+    /// The registry the agents' tools live in (for card presenters and `/mode`).
+    pub registry: Arc<ToolRegistry>,
+    pub model: String,
+    pub cwd: PathBuf,
+    pub start: Start,
+}
+
+impl std::fmt::Debug for TuiApp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TuiApp")
+            .field("model", &self.model)
+            .field("cwd", &self.cwd)
+            .field("start", &self.start)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TuiApp {
+    /// Creates or resumes the first agent and wraps it in a [`Controller`] (no terminal needed).
+    pub fn controller(&self) -> anyhow::Result<Controller> {
+        let agent = match &self.start {
+            Start::New => self.factory.new_session(&self.cwd)?,
+            Start::Resume(Some(id)) => self.factory.resume(id)?,
+            Start::Resume(None) => {
+                let cwd = self.cwd.to_string_lossy();
+                let newest = self
+                    .factory
+                    .list_sessions()?
+                    .into_iter()
+                    .find(|s| s.cwd.as_deref() == Some(&*cwd))
+                    .with_context(|| {
+                        format!("no stored session for {cwd}; start one with `dsh`")
+                    })?;
+                self.factory.resume(&newest.id)?
+            }
+        };
+        Ok(Controller::new(
+            self.factory.clone(),
+            self.registry.clone(),
+            self.model.clone(),
+            self.cwd.clone(),
+            agent,
+        ))
+    }
+}
+
+/// Runs the interactive UI until the person quits (or SIGTERM). Refuses without a terminal,
+/// with [`NOT_A_TERMINAL`] as the error.
+pub async fn run(app: TuiApp) -> anyhow::Result<()> {
+    if !is_interactive() {
+        anyhow::bail!(NOT_A_TERMINAL);
+    }
+    let mut controller = app.controller()?;
+    let guard = TerminalGuard::enter().context("cannot set up the terminal")?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let result = event_loop(&mut terminal, &mut controller, EventStream::new()).await;
+    controller.shutdown().await;
+    drop(terminal);
+    drop(guard);
+    result
+}
+
+/// Draws and dispatches until the controller wants to quit or the input ends.
+pub async fn event_loop<B>(
+    terminal: &mut Terminal<B>,
+    controller: &mut Controller,
+    mut input: impl futures::Stream<Item = io::Result<crossterm::event::Event>> + Unpin,
+) -> anyhow::Result<()>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot watch SIGTERM")?;
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut ticks: u64 = 0;
+    controller.refresh_jobs();
+    loop {
+        controller.pump();
+        terminal.draw(|frame| {
+            controller.page = frame.area().height.saturating_sub(5) as usize;
+            render(&controller.state, frame);
+        })?;
+        if controller.should_quit() {
+            return Ok(());
+        }
+        tokio::select! {
+            event = input.next() => match event {
+                Some(Ok(event)) => controller.handle(event),
+                Some(Err(error)) => return Err(error.into()),
+                None => return Ok(()),
+            },
+            () = controller.changed() => {}
+            _ = tick.tick() => {
+                ticks += 1;
+                if ticks.is_multiple_of(4) {
+                    controller.refresh_jobs();
+                }
+            }
+            _ = sigterm.recv() => {
+                controller.request_quit();
+            }
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Tool cards drawn as transcript lines: a header with state and duration, then a body chosen
+//! by the card kind (diff, terminal output, read/search summaries, generic text).
+
+use dsh_protocol::ContentBlock;
+use dsh_tools::FileDiff;
+use dsh_tools::SearchView;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
+use dsh_tools::WebView;
+use ratatui::style::Color;
+use ratatui::style::Modifier;
+use ratatui::style::Style;
+use ratatui::text::Line;
+use ratatui::text::Span;
+
+use crate::model::ToolEntry;
+use crate::model::ToolState;
+
+/// Lines of a collapsed body (tail for terminals, head for the rest).
+const COLLAPSED_LINES: usize = 6;
+const COLLAPSED_DIFF_LINES: usize = 14;
+
+/// How the surrounding screen affects a card.
+#[derive(Debug, Clone, Copy)]
+pub struct CardContext {
+    pub expanded: bool,
+    pub now_ms: u64,
+    pub awaiting_approval: bool,
+}
+
+fn dim() -> Style {
+    Style::default().fg(Color::DarkGray)
+}
+
+/// `1.2s`, `45s`, `2m05s`.
+pub fn duration(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60)
+    }
+}
+
+fn call_title(call: &ToolCallView) -> String {
+    match call {
+        ToolCallView::Generic { title, .. } | ToolCallView::Diff { title, .. } => title.clone(),
+        ToolCallView::Terminal { title, .. } => format!("$ {title}"),
+    }
+}
+
+fn result_title(result: &ToolResultView) -> Option<&str> {
+    match result {
+        ToolResultView::Generic { title, .. }
+        | ToolResultView::Terminal { title, .. }
+        | ToolResultView::Diff { title, .. }
+        | ToolResultView::Read { title, .. } => title.as_deref(),
+        ToolResultView::Search(SearchView::Matches { title, .. })
+        | ToolResultView::Search(SearchView::Paths { title, .. })
+        | ToolResultView::Web(WebView::Search { title, .. })
+        | ToolResultView::Web(WebView::Fetch { title, .. }) => title.as_deref(),
+    }
+}
+
+/// The card's lines (logical, unwrapped) with each line's continuation indent.
+pub fn card_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<(Line<'static>, usize)> {
+    let mut out = Vec::new();
+    let (mark, mark_style, state) = match entry.state {
+        _ if ctx.awaiting_approval => (
+            "?",
+            Style::default().fg(Color::Yellow),
+            "awaiting approval".to_owned(),
+        ),
+        ToolState::Running => (
+            "●",
+            Style::default().fg(Color::Yellow),
+            format!(
+                "running {}",
+                duration(ctx.now_ms.saturating_sub(entry.started_ms))
+            ),
+        ),
+        ToolState::Done => (
+            "✓",
+            Style::default().fg(Color::Green),
+            duration(
+                entry
+                    .ended_ms
+                    .unwrap_or(entry.started_ms)
+                    .saturating_sub(entry.started_ms),
+            ),
+        ),
+        ToolState::Failed => (
+            "✗",
+            Style::default().fg(Color::Red),
+            format!(
+                "failed {}",
+                duration(
+                    entry
+                        .ended_ms
+                        .unwrap_or(entry.started_ms)
+                        .saturating_sub(entry.started_ms)
+                )
+            ),
+        ),
+    };
+    let title = entry
+        .result
+        .as_ref()
+        .and_then(result_title)
+        .map(str::to_owned)
+        .unwrap_or_else(|| call_title(&entry.call));
+    let mut header = vec![
+        Span::styled(format!("{mark} "), mark_style),
+        Span::styled(title, Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled(format!("  {state}"), dim()),
+    ];
+    if let Some(ToolResultView::Terminal {
+        exit_code, signal, ..
+    }) = &entry.result
+    {
+        match (exit_code, signal) {
+            (Some(code), _) if *code != 0 => header.push(Span::styled(
+                format!(" · exit {code}"),
+                Style::default().fg(Color::Red),
+            )),
+            (_, Some(signal)) => header.push(Span::styled(
+                format!(" · {signal}"),
+                Style::default().fg(Color::Red),
+            )),
+            _ => {}
+        }
+    }
+    out.push((Line::from(header), 2));
+    let body = body_lines(entry, ctx);
+    out.extend(body.into_iter().map(|line| {
+        let mut spans = vec![Span::styled("  ", dim())];
+        spans.extend(line.spans);
+        (Line::from(spans), 4)
+    }));
+    out
+}
+
+fn body_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<Line<'static>> {
+    match (&entry.result, &entry.call) {
+        (Some(ToolResultView::Diff { diffs, .. }), _) => diff_lines(diffs, ctx.expanded),
+        (None, ToolCallView::Diff { diffs, .. }) if entry.state == ToolState::Running => {
+            diff_lines(diffs, ctx.expanded)
+        }
+        (Some(ToolResultView::Terminal { output, .. }), _) => {
+            let text = output
+                .clone()
+                .or_else(|| entry.output.clone())
+                .unwrap_or_default();
+            terminal_lines(&text, ctx.expanded)
+        }
+        (None, ToolCallView::Terminal { description, .. }) => {
+            let mut lines = Vec::new();
+            if let Some(description) = description {
+                lines.push(Line::from(Span::styled(description.clone(), dim())));
+            }
+            match &entry.output {
+                Some(output) => lines.extend(terminal_lines(output, ctx.expanded)),
+                None => lines.push(Line::from(Span::styled("│ (waiting for output…)", dim()))),
+            }
+            lines
+        }
+        (
+            Some(ToolResultView::Read {
+                path,
+                offset,
+                lines,
+                total_lines,
+                ..
+            }),
+            _,
+        ) => {
+            let last = lines.last().map_or(*offset, |l| l.number);
+            let mut out = vec![Line::from(Span::styled(
+                format!("{path}: lines {offset}–{last} of {total_lines}"),
+                dim(),
+            ))];
+            if ctx.expanded {
+                out.extend(lines.iter().map(|l| {
+                    Line::from(vec![
+                        Span::styled(format!("{:>5} ", l.number), dim()),
+                        Span::raw(l.text.clone()),
+                    ])
+                }));
+            }
+            out
+        }
+        (Some(ToolResultView::Search(search)), _) => search_lines(search, ctx.expanded),
+        (Some(ToolResultView::Web(web)), _) => web_lines(web),
+        (Some(ToolResultView::Generic { content, .. }), _) => {
+            let text = content
+                .as_deref()
+                .map(dsh_protocol::text_of)
+                .or_else(|| entry.output.clone())
+                .unwrap_or_default();
+            text_lines(&text, entry.state, ctx.expanded)
+        }
+        (None, ToolCallView::Generic { content, .. }) => {
+            let text = entry
+                .output
+                .clone()
+                .or_else(|| content.as_deref().map(text_of_blocks))
+                .unwrap_or_default();
+            text_lines(&text, entry.state, ctx.expanded)
+        }
+        (None, ToolCallView::Diff { .. }) => text_lines(
+            entry.output.as_deref().unwrap_or_default(),
+            entry.state,
+            ctx.expanded,
+        ),
+    }
+}
+
+fn text_of_blocks(blocks: &[ContentBlock]) -> String {
+    dsh_protocol::text_of(blocks)
+}
+
+fn more(hidden: usize) -> Line<'static> {
+    Line::from(Span::styled(
+        format!("… {hidden} more lines (ctrl-o to expand)"),
+        dim().add_modifier(Modifier::ITALIC),
+    ))
+}
+
+fn text_lines(text: &str, state: ToolState, expanded: bool) -> Vec<Line<'static>> {
+    let style = if state == ToolState::Failed {
+        Style::default().fg(Color::Red)
+    } else {
+        dim()
+    };
+    let all: Vec<&str> = text.lines().collect();
+    let limit = if expanded { usize::MAX } else { 3 };
+    let mut out: Vec<Line<'static>> = all
+        .iter()
+        .take(limit)
+        .map(|l| Line::from(Span::styled((*l).to_owned(), style)))
+        .collect();
+    if all.len() > limit {
+        out.push(more(all.len() - limit));
+    }
+    out
+}
+
+/// Terminal output: the tail while collapsed (the end is what matters), everything expanded.
+fn terminal_lines(text: &str, expanded: bool) -> Vec<Line<'static>> {
+    let all: Vec<&str> = text.lines().collect();
+    if all.is_empty() {
+        return vec![Line::from(Span::styled("│ (no output)", dim()))];
+    }
+    let skip = if expanded {
+        0
+    } else {
+        all.len().saturating_sub(COLLAPSED_LINES)
+    };
+    let mut out = Vec::new();
+    if skip > 0 {
+        out.push(Line::from(Span::styled(
+            format!("… {skip} earlier lines (ctrl-o to expand)"),
+            dim().add_modifier(Modifier::ITALIC),
+        )));
+    }
+    out.extend(
+        all[skip..]
+            .iter()
+            .map(|l| Line::from(vec![Span::styled("│ ", dim()), Span::raw((*l).to_owned())])),
+    );
+    out
+}
+
+fn diff_lines(diffs: &[FileDiff], expanded: bool) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    for diff in diffs {
+        let old = diff.old_text.as_deref().unwrap_or("");
+        let text_diff = similar::TextDiff::from_lines(old, &diff.new_text);
+        let (added, removed) =
+            text_diff
+                .iter_all_changes()
+                .fold((0, 0), |(a, r), c| match c.tag() {
+                    similar::ChangeTag::Insert => (a + 1, r),
+                    similar::ChangeTag::Delete => (a, r + 1),
+                    similar::ChangeTag::Equal => (a, r),
+                });
+        let verb = if diff.old_text.is_none() {
+            "new file "
+        } else {
+            ""
+        };
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("{verb}{}", diff.path),
+                Style::default().fg(Color::Cyan),
+            ),
+            Span::styled(format!(" +{added}"), Style::default().fg(Color::Green)),
+            Span::styled(format!(" -{removed}"), Style::default().fg(Color::Red)),
+        ]));
+        let mut body = Vec::new();
+        for (index, group) in text_diff.grouped_ops(2).iter().enumerate() {
+            if index > 0 {
+                body.push(Line::from(Span::styled("⋮", dim())));
+            }
+            for op in group {
+                for change in text_diff.iter_changes(op) {
+                    let line_no = change
+                        .new_index()
+                        .or(change.old_index())
+                        .map_or(0, |i| i + 1);
+                    let (sign, style) = match change.tag() {
+                        similar::ChangeTag::Insert => ("+", Style::default().fg(Color::Green)),
+                        similar::ChangeTag::Delete => ("-", Style::default().fg(Color::Red)),
+                        similar::ChangeTag::Equal => (" ", dim()),
+                    };
+                    let text = change.value().trim_end_matches(['\n', '\r']).to_owned();
+                    body.push(Line::from(vec![
+                        Span::styled(format!("{line_no:>4} "), dim()),
+                        Span::styled(format!("{sign}{text}"), style),
+                    ]));
+                }
+            }
+        }
+        if !expanded && body.len() > COLLAPSED_DIFF_LINES {
+            let hidden = body.len() - COLLAPSED_DIFF_LINES;
+            body.truncate(COLLAPSED_DIFF_LINES);
+            body.push(more(hidden));
+        }
+        out.extend(body);
+    }
+    out
+}
+
+fn search_lines(search: &SearchView, expanded: bool) -> Vec<Line<'static>> {
+    let limit = if expanded { usize::MAX } else { 4 };
+    match search {
+        SearchView::Matches {
+            files,
+            truncated,
+            total,
+            ..
+        } => {
+            let more_mark = if *truncated { "+" } else { "" };
+            let mut out = vec![Line::from(Span::styled(
+                format!("{total}{more_mark} matches in {} files", files.len()),
+                dim(),
+            ))];
+            for file in files.iter().take(limit) {
+                out.push(Line::from(vec![
+                    Span::styled(file.path.clone(), Style::default().fg(Color::Cyan)),
+                    Span::styled(format!(" ({})", file.matches.len()), dim()),
+                ]));
+                if expanded {
+                    out.extend(file.matches.iter().map(|m| {
+                        Line::from(vec![
+                            Span::styled(format!("{:>5} ", m.line_number), dim()),
+                            Span::raw(m.line.clone()),
+                        ])
+                    }));
+                }
+            }
+            if files.len() > limit {
+                out.push(more(files.len() - limit));
+            }
+            out
+        }
+        SearchView::Paths {
+            paths,
+            truncated,
+            total,
+            ..
+        } => {
+            let more_mark = if *truncated { "+" } else { "" };
+            let mut out = vec![Line::from(Span::styled(
+                format!("{total}{more_mark} paths"),
+                dim(),
+            ))];
+            out.extend(
+                paths
+                    .iter()
+                    .take(limit)
+                    .map(|p| Line::from(Span::raw(p.clone()))),
+            );
+            if paths.len() > limit {
+                out.push(more(paths.len() - limit));
+            }
+            out
+        }
+    }
+}
+
+fn web_lines(web: &WebView) -> Vec<Line<'static>> {
+    match web {
+        WebView::Search { sources, .. } => sources
+            .iter()
+            .take(5)
+            .map(|s| {
+                Line::from(vec![
+                    Span::raw(s.title.clone().unwrap_or_else(|| s.url.clone())),
+                    Span::styled(format!("  {}", s.url), dim()),
+                ])
+            })
+            .collect(),
+        WebView::Fetch {
+            url, status_code, ..
+        } => {
+            vec![Line::from(Span::styled(
+                format!("{status_code} {url}"),
+                dim(),
+            ))]
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! `dsh-tui`: the interactive terminal UI (`dsh` in a project folder, `dsh resume`).
+//!
+//! Owns: the transcript fold of session events ([`model`]), the frame renderer ([`view`],
+//! a pure function of [`UiState`]), the input editor, the inline approval channel
+//! ([`TuiApproval`]), the event loop and terminal safety (raw mode/alternate screen restored on
+//! exit, panic and SIGTERM).
+//! Does not own: how agents are composed (the CLI supplies a [`SessionFactory`]), tools, models.
+//! Must not depend on: `dsh-cli`, `dsh-acp`, concrete tool crates, HTTP.
+
+mod app;
+mod approval;
+mod cards;
+mod controller;
+mod input;
+pub mod model;
+mod state;
+mod terminal;
+mod text;
+pub mod view;
+
+pub use app::NOT_A_TERMINAL;
+pub use app::SessionFactory;
+pub use app::Start;
+pub use app::TuiApp;
+pub use app::event_loop;
+pub use app::is_interactive;
+pub use app::run;
+pub use approval::Answer;
+pub use approval::ApprovalMode;
+pub use approval::PendingApproval;
+pub use approval::TuiApproval;
+pub use controller::Controller;
+pub use input::Editor;
+pub use model::CardSource;
+pub use model::Presenters;
+pub use model::Transcript;
+pub use state::Completion;
+pub use state::Overlay;
+pub use state::UiState;
+pub use view::render;
