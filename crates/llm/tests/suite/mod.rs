@@ -1,5 +1,5 @@
+mod checklist_gaps;
 mod conformance;
 mod errors;
 mod server;
 mod stream;
-mod checklist_gaps;

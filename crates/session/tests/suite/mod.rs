@@ -1,7 +1,7 @@
+mod checklist_gaps;
 mod common;
 mod invariants;
 mod persistence;
 mod repair;
 mod store;
 mod upstream;
-mod checklist_gaps;
