@@ -19,7 +19,6 @@ use dsh_tool_shell::WakeBudget;
 use dsh_tool_shell::notice::CompletionDelivery;
 use dsh_tool_shell::notice::NoticeDelivery;
 use dsh_tool_shell::sandbox::ApprovalPolicy;
-use dsh_tool_shell::sandbox::SandboxMode;
 use dsh_tools::ToolError;
 use dsh_tools::ToolRegistry;
 use dsh_tools::ToolRun;
@@ -53,7 +52,7 @@ impl ShellPlugin {
             });
         }
         let jobs = JobsRuntime::new(JobsConfig::default());
-        let mut sandbox = SandboxConfig::new(shell_mode(settings.sandbox));
+        let mut sandbox = SandboxConfig::new(settings.sandbox);
         sandbox.approval = if settings.approval_never {
             ApprovalPolicy::Never
         } else {
@@ -66,10 +65,11 @@ impl ShellPlugin {
         };
         // The executor's stream spill (full bash output) is not the generic policy: it is always
         // on, under the configured spill root when there is one.
-        let spill_store = Arc::new(match spill {
-            Some(store) => dsh_tool_shell::spill::SpillStore::new(store.root()),
-            None => dsh_tool_shell::spill::SpillStore::in_temp_dir(),
-        });
+        let spill_store = Arc::new(
+            spill
+                .cloned()
+                .unwrap_or_else(dsh_spill::SpillStore::in_temp_dir),
+        );
         let home = config.home.clone();
         let runtime = jobs.clone();
         let resolve = Arc::new(move |run: &ToolRun| -> Result<ShellContext, ToolError> {
@@ -89,8 +89,7 @@ impl ShellPlugin {
             } else {
                 ApprovalPolicy::Ask
             };
-            ctx.sandbox =
-                Some(SandboxPolicy::new(shell_mode(mode), &state.cwd).with_approval(approval));
+            ctx.sandbox = Some(SandboxPolicy::new(mode, &state.cwd).with_approval(approval));
             ctx.config = bash.clone();
             ctx.spill = spill_store.clone();
             ctx.jobs = Some(runtime.clone());
@@ -170,13 +169,5 @@ impl ShellPlugin {
             tokio::spawn(async move { jobs.dispose_owner(&owner).await });
         });
         Ok(())
-    }
-}
-
-fn shell_mode(mode: dsh_tool_fs::SandboxMode) -> SandboxMode {
-    match mode {
-        dsh_tool_fs::SandboxMode::ReadOnly => SandboxMode::ReadOnly,
-        dsh_tool_fs::SandboxMode::WorkspaceWrite => SandboxMode::WorkspaceWrite,
-        dsh_tool_fs::SandboxMode::DangerFullAccess => SandboxMode::DangerFullAccess,
     }
 }

@@ -7,32 +7,12 @@ use std::sync::Arc;
 
 use base64::Engine;
 use dsh_protocol::ContentBlock;
-use serde::Deserialize;
-use serde::Serialize;
+use dsh_tools::AttachmentStore;
+use dsh_tools::ImageAttachment;
+use dsh_tools::sniff_image;
 use serde_json::Value;
 use sha2::Digest;
 use sha2::Sha256;
-
-/// An image attachment record: the same wire shape `read_image` produces
-/// (`{attachmentId:"sha256:<hex>", mediaType, bytes, width, height, name?}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ImageAttachment {
-    /// `sha256:<64 lowercase hex of the decoded bytes>`
-    pub attachment_id: String,
-    pub media_type: String,
-    pub bytes: u64,
-    pub width: u32,
-    pub height: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-/// Where image bytes are kept; the attachment block only carries the id. Saving the same
-/// attachment twice must be harmless (ids are content hashes).
-pub trait AttachmentStore: Send + Sync {
-    fn save_image(&self, attachment: &ImageAttachment, bytes: &[u8]) -> Result<(), String>;
-}
 
 /// Mounted image support. Without it every MCP image renders as a bracketed notice.
 #[derive(Clone)]
@@ -203,7 +183,8 @@ fn check_image(block: &Value, accepted: &[String]) -> Result<(ImageAttachment, V
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
         .map_err(|_| "image data is not valid base64".to_owned())?;
-    let (actual, width, height) = sniff(&bytes).ok_or("image bytes are not PNG/JPEG/WebP/GIF")?;
+    let (actual, width, height) =
+        sniff_image(&bytes).ok_or("image bytes are not PNG/JPEG/WebP/GIF")?;
     if actual != declared {
         return Err(format!(
             "image bytes are {actual}, not the declared {declared}"
@@ -227,59 +208,6 @@ fn check_image(block: &Value, accepted: &[String]) -> Result<(ImageAttachment, V
         name: None,
     };
     Ok((attachment, bytes))
-}
-
-/// Media type and pixel size from the header (the same sniffing `read_image` does).
-pub fn sniff(bytes: &[u8]) -> Option<(&'static str, u32, u32)> {
-    let be32 = |at: usize| Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
-    let le16 = |at: usize| {
-        Some(u32::from(u16::from_le_bytes(
-            bytes.get(at..at + 2)?.try_into().ok()?,
-        )))
-    };
-    let le24 = |at: usize| {
-        let b = bytes.get(at..at + 3)?;
-        Some(u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16)
-    };
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        return Some(("image/png", be32(16)?, be32(20)?));
-    }
-    if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        return Some(("image/gif", le16(6)?, le16(8)?));
-    }
-    if bytes.len() >= 30 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
-        return match &bytes[12..16] {
-            b"VP8 " => Some(("image/webp", le16(26)? & 0x3fff, le16(28)? & 0x3fff)),
-            b"VP8L" => {
-                let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
-                Some((
-                    "image/webp",
-                    (bits & 0x3fff) + 1,
-                    ((bits >> 14) & 0x3fff) + 1,
-                ))
-            }
-            b"VP8X" => Some(("image/webp", le24(24)? + 1, le24(27)? + 1)),
-            _ => None,
-        };
-    }
-    if bytes.starts_with(&[0xff, 0xd8]) {
-        let mut at = 2;
-        while at + 9 < bytes.len() {
-            if bytes[at] != 0xff {
-                return None;
-            }
-            let marker = bytes[at + 1];
-            let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
-            let is_sof = matches!(marker, 0xc0..=0xcf) && !matches!(marker, 0xc4 | 0xc8 | 0xcc);
-            if is_sof {
-                let h = u32::from(u16::from_be_bytes([bytes[at + 5], bytes[at + 6]]));
-                let w = u32::from(u16::from_be_bytes([bytes[at + 7], bytes[at + 8]]));
-                return Some(("image/jpeg", w, h));
-            }
-            at += 2 + len;
-        }
-    }
-    None
 }
 
 #[cfg(test)]

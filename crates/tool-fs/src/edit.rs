@@ -2,15 +2,15 @@
 //! (catalog §2.2d).
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::FileDiff;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
-use crate::cards::FileDiff;
 use crate::cards::ResultInput;
-use crate::cards::ResultView;
 use crate::context::FileVersion;
 use crate::context::FsContext;
 use crate::context::Observation;
@@ -145,20 +145,20 @@ fn args_diff(args: &EditArgs) -> Vec<FileDiff> {
     }]
 }
 
-pub fn present_call(args: &EditArgs) -> CallView {
-    CallView::Diff {
+pub fn present_call(args: &EditArgs) -> ToolCallView {
+    ToolCallView::Diff {
         title: format!("Edit {}", args.file_path),
         diffs: args_diff(args),
         locations: None,
     }
 }
 
-pub fn present_result(args: &EditArgs, result: ResultInput<'_>) -> Option<ResultView> {
+pub fn present_result(args: &EditArgs, result: ResultInput<'_>) -> Option<ToolResultView> {
     if result.is_error {
         return None;
     }
     let diffs = crate::write::diffs_from_meta(result.meta).unwrap_or_else(|| args_diff(args));
-    Some(ResultView::Diff {
+    Some(ToolResultView::Diff {
         title: Some(format!("Edit {}", args.file_path)),
         diffs,
     })

@@ -5,6 +5,10 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::SearchView;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 use schemars::JsonSchema;
@@ -12,11 +16,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
 use crate::cards::ResultInput;
-use crate::cards::ResultView;
-use crate::cards::SearchView;
-use crate::cards::ToolCallKind;
 use crate::context::FsContext;
 use crate::error::FsError;
 use crate::exec::blocking_or;
@@ -310,13 +310,13 @@ pub fn presentation_meta(_args: &GlobArgs, out: &GlobOutput) -> serde_json::Valu
     presentation_meta_with(&GlobConfig::default(), out, 65_536)
 }
 
-pub fn present_call(args: &GlobArgs) -> CallView {
+pub fn present_call(args: &GlobArgs) -> ToolCallView {
     let scope = args
         .path
         .as_ref()
         .map(|p| format!(" in {p}"))
         .unwrap_or_default();
-    CallView::Generic {
+    ToolCallView::Generic {
         title: format!("Glob {}{scope}", args.pattern),
         kind: Some(ToolCallKind::Search),
         raw_input: Some(serde_json::Value::String(args.pattern.clone())),
@@ -332,12 +332,12 @@ struct PathsMeta {
     total: u64,
 }
 
-pub fn present_result(_args: &GlobArgs, result: ResultInput<'_>) -> Option<ResultView> {
+pub fn present_result(_args: &GlobArgs, result: ResultInput<'_>) -> Option<ToolResultView> {
     if result.is_error {
         return None;
     }
     let meta: PathsMeta = serde_json::from_value(result.meta?.clone()).ok()?;
-    Some(ResultView::Search(SearchView::Paths {
+    Some(ToolResultView::Search(SearchView::Paths {
         title: None,
         paths: meta.paths,
         truncated: meta.truncated,

@@ -2,6 +2,11 @@
 //! full match list spilled (catalog §2.4). Respects ignore and hidden rules like `rg`.
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::SearchFile;
+use dsh_tools::SearchView;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use grep_regex::RegexMatcher;
 use grep_searcher::BinaryDetection;
 use grep_searcher::SearcherBuilder;
@@ -13,12 +18,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
 use crate::cards::ResultInput;
-use crate::cards::ResultView;
-use crate::cards::SearchFileMatches;
-use crate::cards::SearchView;
-use crate::cards::ToolCallKind;
 use crate::context::FsContext;
 use crate::error::FsError;
 use crate::exec::blocking_or;
@@ -325,7 +325,7 @@ pub fn presentation_meta(_args: &GrepArgs, out: &GrepOutput) -> serde_json::Valu
     presentation_meta_with(&GrepConfig::default(), out, 65_536)
 }
 
-pub fn present_call(args: &GrepArgs) -> CallView {
+pub fn present_call(args: &GrepArgs) -> ToolCallView {
     let scope = args
         .path
         .as_ref()
@@ -336,7 +336,7 @@ pub fn present_call(args: &GrepArgs) -> CallView {
         .as_ref()
         .map(|i| format!(" ({i})"))
         .unwrap_or_default();
-    CallView::Generic {
+    ToolCallView::Generic {
         title: format!("Grep {}{scope}{include}", args.pattern),
         kind: Some(ToolCallKind::Search),
         raw_input: Some(serde_json::Value::String(args.pattern.clone())),
@@ -347,17 +347,17 @@ pub fn present_call(args: &GrepArgs) -> CallView {
 
 #[derive(Deserialize)]
 struct MatchesMeta {
-    files: Vec<SearchFileMatches>,
+    files: Vec<SearchFile>,
     truncated: bool,
     total: u64,
 }
 
-pub fn present_result(_args: &GrepArgs, result: ResultInput<'_>) -> Option<ResultView> {
+pub fn present_result(_args: &GrepArgs, result: ResultInput<'_>) -> Option<ToolResultView> {
     if result.is_error {
         return None;
     }
     let meta: MatchesMeta = serde_json::from_value(result.meta?.clone()).ok()?;
-    Some(ResultView::Search(SearchView::Matches {
+    Some(ToolResultView::Search(SearchView::Matches {
         title: None,
         files: meta.files,
         truncated: meta.truncated,

@@ -4,9 +4,11 @@
 //! Owns: each tool as plain typed functions (arguments, `run` → canonical value, model text,
 //! presentation meta and cards), the file sandbox policy (roots, canonicalization, the one-call
 //! `sandbox_permissions` escalation), the per-session observation map (read-before-write,
-//! stale detection), the model-facing schemas and prompt sections, and `register`, the only
-//! module that knows the `dsh-tools` runtime (definitions, approval routing, glob/grep spill).
-//! The spill store and the generic inline cap belong to `dsh-spill`.
+//! stale detection), the model-facing schemas and prompt sections, and `register`, the runtime
+//! glue (definitions, approval routing, glob/grep spill).
+//! The plain tool functions use only the shared vocabulary of `dsh-tools` (cards,
+//! `SandboxMode`, image attachments); everything else of the `dsh-tools` runtime stays in
+//! `register`. The spill store and the generic inline cap belong to `dsh-spill`.
 //! Must not depend on: the agent loop (`dsh-agent`), sessions, any LLM or transport crate.
 
 pub mod cards;

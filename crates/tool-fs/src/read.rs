@@ -3,17 +3,17 @@
 use std::path::PathBuf;
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::FileLocation;
+use dsh_tools::ReadFileLine;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
-use crate::cards::FileLocation;
-use crate::cards::ReadFileLine;
 use crate::cards::ResultInput;
-use crate::cards::ResultView;
-use crate::cards::ToolCallKind;
 use crate::context::FileVersion;
 use crate::context::FsContext;
 use crate::context::Observation;
@@ -269,7 +269,7 @@ pub fn presentation_meta(_args: &ReadArgs, out: &ReadOutput) -> serde_json::Valu
     meta
 }
 
-pub fn present_call(args: &ReadArgs) -> CallView {
+pub fn present_call(args: &ReadArgs) -> ToolCallView {
     let offset = args.offset.map(|o| o as u64);
     let suffix = match (offset, args.limit.map(|l| l as u64)) {
         (o, Some(limit)) => {
@@ -279,7 +279,7 @@ pub fn present_call(args: &ReadArgs) -> CallView {
         (Some(o), None) => format!(" (from line {o})"),
         (None, None) => String::new(),
     };
-    CallView::Generic {
+    ToolCallView::Generic {
         title: format!("Read {}{suffix}", args.file_path),
         kind: Some(ToolCallKind::Read),
         raw_input: None,
@@ -303,14 +303,14 @@ struct ReadMeta {
 }
 
 /// `read{…}` built from the persisted meta; none when it is missing or invalid, or on error.
-pub fn present_result(_args: &ReadArgs, result: ResultInput<'_>) -> Option<ResultView> {
+pub fn present_result(_args: &ReadArgs, result: ResultInput<'_>) -> Option<ToolResultView> {
     if result.is_error {
         return None;
     }
     let meta: ReadMeta = serde_json::from_value(result.meta?.clone()).ok()?;
     let text = dsh_protocol::text_of(result.content);
     let content = envelope_body(&text).map(str::to_owned);
-    Some(ResultView::Read {
+    Some(ToolResultView::Read {
         title: None,
         path: meta.path,
         offset: meta.offset,

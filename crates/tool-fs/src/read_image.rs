@@ -5,6 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::FileLocation;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
@@ -12,9 +15,10 @@ use sha2::Digest;
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
-use crate::cards::FileLocation;
-use crate::cards::ToolCallKind;
+pub use dsh_tools::AttachmentStore;
+pub use dsh_tools::ImageAttachment;
+pub use dsh_tools::sniff_image as sniff;
+
 use crate::context::FileVersion;
 use crate::context::FsContext;
 use crate::context::Observation;
@@ -33,29 +37,11 @@ pub struct ReadImageArgs {
     pub file_path: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ImageAttachment {
-    /// `sha256:<64 lowercase hex of the file bytes>`
-    pub attachment_id: String,
-    pub media_type: String,
-    pub bytes: u64,
-    pub width: u32,
-    pub height: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
 /// Canonical value `{path, image}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ReadImageOutput {
     pub path: String,
     pub image: ImageAttachment,
-}
-
-/// Where image bytes are kept; a refusal message passes through to the model unchanged.
-pub trait AttachmentStore: Send + Sync {
-    fn save_image(&self, attachment: &ImageAttachment, bytes: &[u8]) -> Result<(), String>;
 }
 
 /// The model route as far as image input is concerned.
@@ -194,59 +180,6 @@ fn mismatch(p: &str, ext: &str, media_type: &str) -> FsError {
     ))
 }
 
-/// Media type and pixel size from the file header; `None` when it is no supported format.
-pub fn sniff(bytes: &[u8]) -> Option<(&'static str, u32, u32)> {
-    let be32 = |at: usize| Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
-    let le16 = |at: usize| {
-        Some(u32::from(u16::from_le_bytes(
-            bytes.get(at..at + 2)?.try_into().ok()?,
-        )))
-    };
-    let le24 = |at: usize| {
-        let b = bytes.get(at..at + 3)?;
-        Some(u32::from(b[0]) | u32::from(b[1]) << 8 | u32::from(b[2]) << 16)
-    };
-    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        return Some(("image/png", be32(16)?, be32(20)?));
-    }
-    if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        return Some(("image/gif", le16(6)?, le16(8)?));
-    }
-    if bytes.len() >= 30 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
-        return match &bytes[12..16] {
-            b"VP8 " => Some(("image/webp", le16(26)? & 0x3fff, le16(28)? & 0x3fff)),
-            b"VP8L" => {
-                let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
-                Some((
-                    "image/webp",
-                    (bits & 0x3fff) + 1,
-                    ((bits >> 14) & 0x3fff) + 1,
-                ))
-            }
-            b"VP8X" => Some(("image/webp", le24(24)? + 1, le24(27)? + 1)),
-            _ => None,
-        };
-    }
-    if bytes.starts_with(&[0xff, 0xd8]) {
-        let mut at = 2;
-        while at + 9 < bytes.len() {
-            if bytes[at] != 0xff {
-                return None;
-            }
-            let marker = bytes[at + 1];
-            let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
-            let is_sof = matches!(marker, 0xc0..=0xcf) && !matches!(marker, 0xc4 | 0xc8 | 0xcc);
-            if is_sof {
-                let h = u32::from(u16::from_be_bytes([bytes[at + 5], bytes[at + 6]]));
-                let w = u32::from(u16::from_be_bytes([bytes[at + 7], bytes[at + 8]]));
-                return Some(("image/jpeg", w, h));
-            }
-            at += 2 + len;
-        }
-    }
-    None
-}
-
 /// The envelope text, then the image block.
 pub fn render(_args: &ReadImageArgs, out: &ReadImageOutput) -> Vec<ContentBlock> {
     let img = &out.image;
@@ -261,8 +194,8 @@ pub fn render(_args: &ReadImageArgs, out: &ReadImageOutput) -> Vec<ContentBlock>
     ]
 }
 
-pub fn present_call(args: &ReadImageArgs) -> CallView {
-    CallView::Generic {
+pub fn present_call(args: &ReadImageArgs) -> ToolCallView {
+    ToolCallView::Generic {
         title: format!("Read image {}", args.file_path),
         kind: Some(ToolCallKind::Read),
         raw_input: None,

@@ -192,16 +192,3 @@ async fn format_mismatch_size_and_store_refusal() {
         FsError::plain("store full")
     );
 }
-
-#[test]
-fn sniffs_jpeg_and_webp() {
-    let jpeg = [
-        0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0, 0, 0xff, 0xc0, 0x00, 0x11, 0x08, 0x00, 0x0a, 0x00,
-        0x14, 0x03, 0, 0,
-    ];
-    assert_eq!(sniff(&jpeg), Some(("image/jpeg", 20, 10)));
-    let mut webp = b"RIFF\0\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
-    webp.extend_from_slice(&[0x09, 0, 0, 0x04, 0, 0]);
-    assert_eq!(sniff(&webp), Some(("image/webp", 10, 5)));
-    assert_eq!(sniff(b"not an image at all"), None);
-}

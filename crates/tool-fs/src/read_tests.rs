@@ -215,7 +215,7 @@ async fn read_only_mode_still_reads_and_meta_card() {
         },
     )
     .unwrap();
-    let expected = ResultView::Read {
+    let expected = ToolResultView::Read {
         title: None,
         path: dir.path().join("main.rs").display().to_string(),
         offset: 1,

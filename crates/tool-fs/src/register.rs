@@ -15,13 +15,10 @@ use dsh_tools::DefineError;
 use dsh_tools::PostDecision;
 use dsh_tools::RegisterError;
 use dsh_tools::Tool;
-use dsh_tools::ToolCallView;
 use dsh_tools::ToolDefinition;
 use dsh_tools::ToolError;
 use dsh_tools::ToolRegistry;
-use dsh_tools::ToolResultView;
 use dsh_tools::ToolRun;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -60,13 +57,6 @@ fn tool_error(err: FsError) -> ToolError {
 
 fn typed<A: DeserializeOwned>(args: &Value) -> Result<A, ToolError> {
     serde_json::from_value(args.clone()).map_err(|e| ToolError::invalid_args(&[e.to_string()]))
-}
-
-/// Our card → the runtime's card (identical wire shapes).
-fn convert<T: Serialize, U: DeserializeOwned>(view: T) -> Option<U> {
-    serde_json::to_value(view)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
 }
 
 fn result_input(view: &dsh_tools::ResultView) -> ResultInput<'_> {
@@ -200,14 +190,9 @@ pub fn fs_tool_definitions(ctx: FsContext) -> Result<Vec<ToolDefinition>, Define
             )
         )
         .presentation_meta(|args, value| Ok(read::presentation_meta(&typed(args)?, &typed(value)?)))
-        .present_call(|args: &Value| {
-            convert::<_, ToolCallView>(read::present_call(&typed(args).ok()?))
-        })
+        .present_call(|args: &Value| Some(read::present_call(&typed(args).ok()?)))
         .present_result(|args: &Value, view| {
-            convert::<_, ToolResultView>(read::present_result(
-                &typed(args).ok()?,
-                result_input(view),
-            )?)
+            read::present_result(&typed(args).ok()?, result_input(view))
         })
         .concurrency_safe(|_| true)
         .build()?,
@@ -223,9 +208,7 @@ pub fn fs_tool_definitions(ctx: FsContext) -> Result<Vec<ToolDefinition>, Define
                 schema::read_image_parameters(),
                 read_image::render
             )
-            .present_call(|args: &Value| {
-                convert::<_, ToolCallView>(read_image::present_call(&typed(args).ok()?))
-            })
+            .present_call(|args: &Value| Some(read_image::present_call(&typed(args).ok()?)))
             .concurrency_safe(|_| true)
             .build()?,
         );
@@ -243,14 +226,9 @@ pub fn fs_tool_definitions(ctx: FsContext) -> Result<Vec<ToolDefinition>, Define
         .presentation_meta(|args, value| {
             Ok(write::presentation_meta(&typed(args)?, &typed(value)?))
         })
-        .present_call(|args: &Value| {
-            convert::<_, ToolCallView>(write::present_call(&typed(args).ok()?))
-        })
+        .present_call(|args: &Value| Some(write::present_call(&typed(args).ok()?)))
         .present_result(|args: &Value, view| {
-            convert::<_, ToolResultView>(write::present_result(
-                &typed(args).ok()?,
-                result_input(view),
-            )?)
+            write::present_result(&typed(args).ok()?, result_input(view))
         })
         .build()?,
     );
@@ -265,14 +243,9 @@ pub fn fs_tool_definitions(ctx: FsContext) -> Result<Vec<ToolDefinition>, Define
             edit::render
         )
         .presentation_meta(|args, value| Ok(edit::presentation_meta(&typed(args)?, &typed(value)?)))
-        .present_call(|args: &Value| {
-            convert::<_, ToolCallView>(edit::present_call(&typed(args).ok()?))
-        })
+        .present_call(|args: &Value| Some(edit::present_call(&typed(args).ok()?)))
         .present_result(|args: &Value, view| {
-            convert::<_, ToolResultView>(edit::present_result(
-                &typed(args).ok()?,
-                result_input(view),
-            )?)
+            edit::present_result(&typed(args).ok()?, result_input(view))
         })
         .build()?,
     );
@@ -298,14 +271,9 @@ pub fn fs_tool_definitions(ctx: FsContext) -> Result<Vec<ToolDefinition>, Define
                 meta_max,
             ))
         })
-        .present_call(|args: &Value| {
-            convert::<_, ToolCallView>(glob::present_call(&typed(args).ok()?))
-        })
+        .present_call(|args: &Value| Some(glob::present_call(&typed(args).ok()?)))
         .present_result(|args: &Value, view| {
-            convert::<_, ToolResultView>(glob::present_result(
-                &typed(args).ok()?,
-                result_input(view),
-            )?)
+            glob::present_result(&typed(args).ok()?, result_input(view))
         })
         .timeout_ms(SEARCH_TIMEOUT_MS)
         .build()?,
@@ -332,14 +300,9 @@ pub fn fs_tool_definitions(ctx: FsContext) -> Result<Vec<ToolDefinition>, Define
                 meta_max,
             ))
         })
-        .present_call(|args: &Value| {
-            convert::<_, ToolCallView>(grep::present_call(&typed(args).ok()?))
-        })
+        .present_call(|args: &Value| Some(grep::present_call(&typed(args).ok()?)))
         .present_result(|args: &Value, view| {
-            convert::<_, ToolResultView>(grep::present_result(
-                &typed(args).ok()?,
-                result_input(view),
-            )?)
+            grep::present_result(&typed(args).ok()?, result_input(view))
         })
         .timeout_ms(SEARCH_TIMEOUT_MS)
         .build()?,
@@ -359,9 +322,7 @@ pub fn str_replace_editor_definition(ctx: FsContext) -> Result<ToolDefinition, D
         schema::str_replace_editor_parameters(),
         str_replace_editor::render
     )
-    .present_call(|args: &Value| {
-        convert::<_, ToolCallView>(str_replace_editor::present_call(&typed(args).ok()?))
-    })
+    .present_call(|args: &Value| Some(str_replace_editor::present_call(&typed(args).ok()?)))
     .build()
 }
 

@@ -4,17 +4,17 @@
 use std::path::Path;
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::FileDiff;
+use dsh_tools::FileLocation;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
-use crate::cards::FileDiff;
-use crate::cards::FileLocation;
 use crate::cards::ResultInput;
-use crate::cards::ResultView;
-use crate::cards::ToolCallKind;
 use crate::context::FileVersion;
 use crate::context::FsContext;
 use crate::context::Observation;
@@ -370,17 +370,17 @@ pub fn render(_args: &StrReplaceEditorArgs, out: &StrReplaceEditorOutput) -> Vec
     vec![ContentBlock::text(out.0.clone())]
 }
 
-pub fn present_call(args: &StrReplaceEditorArgs) -> CallView {
+pub fn present_call(args: &StrReplaceEditorArgs) -> ToolCallView {
     let path = args.path.clone();
     match args.command {
-        Command::View => CallView::Generic {
+        Command::View => ToolCallView::Generic {
             title: format!("View {path}"),
             kind: Some(ToolCallKind::Read),
             raw_input: None,
             content: None,
             locations: Some(vec![FileLocation::path(path)]),
         },
-        Command::Create => CallView::Diff {
+        Command::Create => ToolCallView::Diff {
             title: format!("Create {path}"),
             diffs: vec![FileDiff {
                 path: path.clone(),
@@ -389,7 +389,7 @@ pub fn present_call(args: &StrReplaceEditorArgs) -> CallView {
             }],
             locations: Some(vec![FileLocation::path(path)]),
         },
-        Command::StrReplace => CallView::Diff {
+        Command::StrReplace => ToolCallView::Diff {
             title: format!("Edit {path}"),
             diffs: vec![FileDiff {
                 path: path.clone(),
@@ -398,7 +398,7 @@ pub fn present_call(args: &StrReplaceEditorArgs) -> CallView {
             }],
             locations: Some(vec![FileLocation::path(path)]),
         },
-        Command::Insert => CallView::Generic {
+        Command::Insert => ToolCallView::Generic {
             title: format!("Insert into {path}"),
             kind: Some(ToolCallKind::Edit),
             raw_input: None,
@@ -411,8 +411,11 @@ pub fn present_call(args: &StrReplaceEditorArgs) -> CallView {
     }
 }
 
-pub fn present_result(_args: &StrReplaceEditorArgs, result: ResultInput<'_>) -> Option<ResultView> {
-    Some(ResultView::Generic {
+pub fn present_result(
+    _args: &StrReplaceEditorArgs,
+    result: ResultInput<'_>,
+) -> Option<ToolResultView> {
+    Some(ToolResultView::Generic {
         title: None,
         content: Some(result.content.to_vec()),
     })

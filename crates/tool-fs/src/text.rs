@@ -1,10 +1,9 @@
 //! Text helpers shared by the file tools: UTF-16 aware truncation (upstream is JavaScript),
 //! line-ending detection, envelope formatting and `structuredPatch`-compatible diff hunks.
 
+use dsh_tools::FileDiff;
 use similar::ChangeTag;
 use similar::TextDiff;
-
-use crate::cards::FileDiff;
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;

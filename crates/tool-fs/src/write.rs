@@ -1,16 +1,16 @@
 //! `write`: create or fully replace a file, atomically and verbatim (catalog §2.2c).
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::FileDiff;
+use dsh_tools::FileLocation;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::CallView;
-use crate::cards::FileDiff;
-use crate::cards::FileLocation;
 use crate::cards::ResultInput;
-use crate::cards::ResultView;
 use crate::context::FileVersion;
 use crate::context::FsContext;
 use crate::context::Observation;
@@ -162,8 +162,8 @@ fn whole_file_diff(args: &WriteArgs) -> Vec<FileDiff> {
     }]
 }
 
-pub fn present_call(args: &WriteArgs) -> CallView {
-    CallView::Diff {
+pub fn present_call(args: &WriteArgs) -> ToolCallView {
+    ToolCallView::Diff {
         title: format!("Write {}", args.file_path),
         diffs: whole_file_diff(args),
         locations: Some(vec![FileLocation::path(args.file_path.clone())]),
@@ -174,14 +174,14 @@ pub(crate) fn diffs_from_meta(meta: Option<&serde_json::Value>) -> Option<Vec<Fi
     serde_json::from_value(meta?.get("diffs")?.clone()).ok()
 }
 
-pub fn present_result(args: &WriteArgs, result: ResultInput<'_>) -> Option<ResultView> {
+pub fn present_result(args: &WriteArgs, result: ResultInput<'_>) -> Option<ToolResultView> {
     if result.is_error {
         return None;
     }
     let diffs = diffs_from_meta(result.meta)
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| whole_file_diff(args));
-    Some(ResultView::Diff {
+    Some(ToolResultView::Diff {
         title: Some(format!("Write {}", args.file_path)),
         diffs,
     })

@@ -4,6 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
+use dsh_tools::ToolResultView;
 use serde::Deserialize;
 use serde::Serialize;
 use serde_json::Value;
@@ -12,10 +15,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::background;
 use crate::capture::CaptureConfig;
-use crate::cards::ToolCallKind;
-use crate::cards::ToolCallView;
-use crate::cards::ToolResultView;
-use crate::cards::console_card;
 use crate::context::ShellContext;
 use crate::error::ShellError;
 use crate::error::js_number;
@@ -491,6 +490,7 @@ pub fn present_call(args: &BashArgs) -> ToolCallView {
             kind: Some(ToolCallKind::Execute),
             raw_input: Some(Value::String(args.command.clone())),
             content: Some(vec![ContentBlock::text(args.description.clone())]),
+            locations: None,
         };
     }
     ToolCallView::Terminal {
@@ -512,6 +512,16 @@ pub fn present_result(args: &BashArgs, content: &[ContentBlock], is_error: bool)
         output: Some(output),
         exit_code,
         signal,
+    }
+}
+
+/// A generic result card showing `text` as a console block (background acknowledgements and
+/// error results).
+fn console_card(text: &str) -> ToolResultView {
+    let body = text.trim_end_matches('\n');
+    ToolResultView::Generic {
+        title: None,
+        content: Some(vec![ContentBlock::text(format!("```console\n{body}\n```"))]),
     }
 }
 

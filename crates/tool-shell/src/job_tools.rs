@@ -4,14 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_protocol::ContentBlock;
+use dsh_tools::ToolCallKind;
+use dsh_tools::ToolCallView;
 use serde::Deserialize;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::cards::ToolCallKind;
-use crate::cards::ToolCallView;
 use crate::error::ShellError;
 use crate::error::js_number;
 use crate::jobs::JobsRuntime;
@@ -233,6 +233,7 @@ pub fn present_job_output_call(args: &JobOutputArgs) -> ToolCallView {
         kind: Some(ToolCallKind::Read),
         raw_input: Some(Value::String(args.job_id.clone())),
         content: None,
+        locations: None,
     }
 }
 
@@ -242,6 +243,7 @@ pub fn present_job_list_call(_args: &JobListArgs) -> ToolCallView {
         kind: Some(ToolCallKind::Read),
         raw_input: None,
         content: None,
+        locations: None,
     }
 }
 
@@ -251,6 +253,7 @@ pub fn present_job_kill_call(args: &JobKillArgs) -> ToolCallView {
         kind: Some(ToolCallKind::Execute),
         raw_input: None,
         content: None,
+        locations: None,
     }
 }
 

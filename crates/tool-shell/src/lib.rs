@@ -13,7 +13,6 @@
 mod background;
 pub mod bash;
 mod capture;
-pub mod cards;
 mod context;
 mod error;
 pub mod escalation;

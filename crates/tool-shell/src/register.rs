@@ -15,8 +15,6 @@ use dsh_tools::ToolDefinition;
 use dsh_tools::ToolError;
 use dsh_tools::ToolRegistry;
 use dsh_tools::ToolRun;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::bash;
@@ -92,13 +90,6 @@ fn approval_route(run: &ToolRun) -> ApprovalRoute {
     }
 }
 
-/// Converts between the local card types and `dsh-tools`' (same JSON shape).
-fn convert<T: Serialize, U: DeserializeOwned>(card: &T) -> Option<U> {
-    serde_json::to_value(card)
-        .ok()
-        .and_then(|value| serde_json::from_value(value).ok())
-}
-
 /// The four definitions: `bash`, `job_output`, `job_list`, `job_kill`.
 pub fn shell_tool_definitions(tools: &ShellTools) -> Result<Vec<ToolDefinition>, DefineError> {
     Ok(vec![
@@ -147,11 +138,11 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
         )
         .present_call(|args: &Value| {
             let args: BashArgs = serde_json::from_value(args.clone()).ok()?;
-            convert(&bash::present_call(&args))
+            Some(bash::present_call(&args))
         })
         .present_result(|args: &Value, result: &ResultView| {
             let args: BashArgs = serde_json::from_value(args.clone()).ok()?;
-            convert(&bash::present_result(
+            Some(bash::present_result(
                 &args,
                 &result.content,
                 result.is_error,
@@ -224,7 +215,7 @@ fn job_output_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineErr
         )
         .present_call(|args: &Value| {
             let args: JobOutputArgs = serde_json::from_value(args.clone()).ok()?;
-            convert(&job_tools::present_job_output_call(&args))
+            Some(job_tools::present_job_output_call(&args))
         })
         .run(move |args: Value, run: ToolRun| {
             let ctx = jobs_context(&shared, &run);
@@ -254,7 +245,7 @@ fn job_list_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError
             let output: JobListOutput = serde_json::from_value(value.clone()).map_err(|e| ToolError::new(e.to_string()))?;
             Ok(vec![dsh_protocol::ContentBlock::text(job_tools::render_job_list_text(&output))])
         })
-        .present_call(|_args: &Value| convert(&job_tools::present_job_list_call(&JobListArgs {})))
+        .present_call(|_args: &Value| Some(job_tools::present_job_list_call(&JobListArgs {})))
         .run(move |_args: Value, run: ToolRun| {
             let ctx = jobs_context(&shared, &run);
             async move { Ok(job_tools::job_list(JobListArgs {}, &ctx, run.signal().clone()).await?) }
@@ -279,7 +270,7 @@ fn job_kill_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError
         )
         .present_call(|args: &Value| {
             let args: JobKillArgs = serde_json::from_value(args.clone()).ok()?;
-            convert(&job_tools::present_job_kill_call(&args))
+            Some(job_tools::present_job_kill_call(&args))
         })
         .run(move |args: Value, run: ToolRun| {
             let ctx = jobs_context(&shared, &run);

@@ -12,54 +12,10 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde::Serialize;
 
+pub use dsh_tools::SandboxMode;
+
 use crate::bash::SandboxPermissions;
 use crate::error::ShellError;
-
-/// What file writes a command may perform.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxMode {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-impl SandboxMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read-only",
-            Self::WorkspaceWrite => "workspace-write",
-            Self::DangerFullAccess => "danger-full-access",
-        }
-    }
-
-    /// Parses the wire name (`read-only` | `workspace-write` | `danger-full-access`).
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "read-only" => Some(Self::ReadOnly),
-            "workspace-write" => Some(Self::WorkspaceWrite),
-            "danger-full-access" => Some(Self::DangerFullAccess),
-            _ => None,
-        }
-    }
-
-    /// `read-only` < `workspace-write` < `danger-full-access`.
-    pub fn is_strictly_wider_than(self, other: Self) -> bool {
-        self > other
-    }
-}
 
 impl From<SandboxPermissions> for SandboxMode {
     fn from(value: SandboxPermissions) -> Self {
@@ -398,16 +354,6 @@ mod tests {
 
     fn policy(mode: SandboxMode, root: &Path) -> SandboxPolicy {
         SandboxConfig::new(mode).policy_for(root)
-    }
-
-    #[test]
-    fn widening_order() {
-        use SandboxMode::*;
-        assert!(WorkspaceWrite.is_strictly_wider_than(ReadOnly));
-        assert!(DangerFullAccess.is_strictly_wider_than(ReadOnly));
-        assert!(DangerFullAccess.is_strictly_wider_than(WorkspaceWrite));
-        assert!(!WorkspaceWrite.is_strictly_wider_than(WorkspaceWrite));
-        assert!(!ReadOnly.is_strictly_wider_than(WorkspaceWrite));
     }
 
     #[test]

@@ -31,6 +31,16 @@ pub struct FileLocation {
     pub line: Option<u64>,
 }
 
+impl FileLocation {
+    /// A location without a line.
+    pub fn path(path: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            line: None,
+        }
+    }
+}
+
 /// `{path, oldText, newText}`; `oldText: null` for a new file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

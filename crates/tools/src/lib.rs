@@ -6,11 +6,14 @@
 //! ([`Execution`], [`ExecutionToken`], [`ToolRun`]), the [`ToolRegistry`] (global and per-agent
 //! layers, shadowing, restrictions, guards, presentation modes, change notification), the
 //! pipeline (pre-execute → approval → guards → around-dispatch → body → post-execute →
-//! finalize → result observers) including cancellation, and the presentation cards.
+//! finalize → result observers) including cancellation, and the vocabulary every tool crate shares:
+//! presentation cards, the standing [`SandboxMode`], and image attachments ([`ImageAttachment`],
+//! [`AttachmentStore`], [`sniff_image`]).
 //! Does not own: which tools exist (`dsh-tool-*`), when calls run (`dsh-agent`), Code Mode's
 //! `run_code` and SDK text (behind [`CodeModeTransport`]), timeouts (a wrapper plugin).
 //! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
 
+mod attachment;
 mod card;
 mod definition;
 mod error;
@@ -19,7 +22,11 @@ mod hooks;
 mod pipeline;
 mod registry;
 mod result;
+mod sandbox;
 
+pub use attachment::AttachmentStore;
+pub use attachment::ImageAttachment;
+pub use attachment::sniff_image;
 pub use card::FileDiff;
 pub use card::FileLocation;
 pub use card::ReadFileLine;
@@ -78,4 +85,5 @@ pub use registry::ToolFilter;
 pub use registry::ToolRegistry;
 pub use result::ResultView;
 pub use result::ToolResult;
+pub use sandbox::SandboxMode;
 pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,84 @@
+//! The standing sandbox mode shared by every tool that confines file writes (`bash`, the file
+//! tools): one definition so the composition hands the same value to each of them.
+
+use serde::Deserialize;
+use serde::Serialize;
+
+/// What file writes a call may perform, ordered from narrowest to widest.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl SandboxMode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    /// Parses the wire name (`read-only` | `workspace-write` | `danger-full-access`).
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "read-only" => Some(Self::ReadOnly),
+            "workspace-write" => Some(Self::WorkspaceWrite),
+            "danger-full-access" => Some(Self::DangerFullAccess),
+            _ => None,
+        }
+    }
+
+    /// `read-only` < `workspace-write` < `danger-full-access`.
+    pub fn is_strictly_wider_than(self, other: Self) -> bool {
+        self > other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn widening_order() {
+        use SandboxMode::*;
+        assert!(WorkspaceWrite.is_strictly_wider_than(ReadOnly));
+        assert!(DangerFullAccess.is_strictly_wider_than(ReadOnly));
+        assert!(DangerFullAccess.is_strictly_wider_than(WorkspaceWrite));
+        assert!(!WorkspaceWrite.is_strictly_wider_than(WorkspaceWrite));
+        assert!(!ReadOnly.is_strictly_wider_than(WorkspaceWrite));
+    }
+
+    #[test]
+    fn wire_names_round_trip() {
+        for mode in [
+            SandboxMode::ReadOnly,
+            SandboxMode::WorkspaceWrite,
+            SandboxMode::DangerFullAccess,
+        ] {
+            assert_eq!(SandboxMode::parse(mode.as_str()), Some(mode));
+            assert_eq!(
+                serde_json::to_value(mode).unwrap(),
+                serde_json::Value::String(mode.as_str().to_owned())
+            );
+        }
+        assert_eq!(SandboxMode::parse("full"), None);
+    }
+}
