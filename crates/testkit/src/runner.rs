@@ -37,7 +37,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "test-fixture",
     "image",
     "pwsh",
-    "jobs",
     "product-subagent",
 ];
 
