@@ -39,6 +39,7 @@ use agent_client_protocol::v1::schema::SetSessionModeResponse;
 use dsh_agent::AbortReason;
 use dsh_agent::AgentError;
 use dsh_protocol::Message;
+use dsh_protocol::MessageSource;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -76,6 +77,8 @@ impl Default for BridgeConfig {
 struct State {
     closed: bool,
     terminal_output: bool,
+    /// Whether `initialize` advertised image prompts on this connection.
+    images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
     loading: HashSet<String>,
 }
@@ -148,12 +151,20 @@ impl Bridge {
             .and_then(|meta| meta.get("terminal_output"))
             .and_then(serde_json::Value::as_bool)
             == Some(true);
-        lock(&self.state).terminal_output = terminal;
+        let images = crate::images::advertised(
+            self.factory.prompt_images().as_deref(),
+            self.factory.image_input(None),
+        );
+        {
+            let mut state = lock(&self.state);
+            state.terminal_output = terminal;
+            state.images_advertised = images;
+        }
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(
                 PromptCapabilities::new()
-                    .image(false)
+                    .image(images)
                     .audio(false)
                     .embedded_context(false),
             )
@@ -203,6 +214,7 @@ impl Bridge {
             connection,
             terminal,
             false,
+            self.factory.prompt_images(),
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
@@ -275,7 +287,8 @@ impl Bridge {
         }
         let terminal = lock(&self.state).terminal_output;
         let agent = parts.agent.clone();
-        let session = Session::attach(id, cwd, parts, connection, terminal, true)
+        let images = self.factory.prompt_images();
+        let session = Session::attach(id, cwd, parts, connection, terminal, true, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
         self.register(session)?;
@@ -382,8 +395,15 @@ impl Bridge {
         }
         // Output failures before this prompt belong to earlier work, not to this answer.
         let _ = session.take_delivery_failure();
-        let admitted = prompt::flatten(&request.prompt).and_then(|text| {
-            let message = Message::user_text(text);
+        let store = self.factory.prompt_images();
+        let route = || self.factory.image_input(Some(&session.agent));
+        let images = prompt::ImageAdmission {
+            advertised: lock(&self.state).images_advertised,
+            store: store.as_deref(),
+            route: &route,
+        };
+        let admitted = prompt::admit(&request.prompt, &images).and_then(|content| {
+            let message = Message::user(content, MessageSource::user());
             let id = message.id.clone();
             let start = session.agent.log().len();
             match session.agent.followup(message) {

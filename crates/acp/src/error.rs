@@ -72,6 +72,13 @@ pub mod texts {
     pub const EMPTY_PROMPT: &str = "empty prompt";
     pub const IMAGE_NOT_ADVERTISED: &str =
         "inline image prompts were not advertised by this connection";
+    pub const IMAGE_MIME_TYPE: &str =
+        "image mimeType must be image/png, image/jpeg, image/webp, or image/gif";
+    pub const IMAGE_BASE64: &str = "image data must be canonical base64";
+    pub const IMAGE_PERSIST: &str = "unable to persist the prompt image batch";
+    /// dsh's wording (the reference names no text): the session's route is unknown.
+    pub const IMAGE_ROUTE_UNRESOLVED: &str =
+        "inline image prompts need a model route, and the current one could not be resolved";
     pub const AUDIO: &str = "audio prompt content is not supported";
     pub const RESOURCE: &str = "embedded resource prompt content is not supported";
     pub const AGENT_DISPOSED: &str =
@@ -88,6 +95,13 @@ pub mod texts {
 
     pub fn not_queued(detail: &str) -> String {
         format!("prompt was not queued: {detail}")
+    }
+
+    /// dsh's wording (the reference names no text), after `read_image`'s gate message.
+    pub fn no_image_input(model: &str) -> String {
+        format!(
+            "model \"{model}\" does not declare image input; switch to an image-capable model to send images"
+        )
     }
 
     pub fn turn_failed(message: &str) -> String {

@@ -13,6 +13,8 @@ use dsh_tools::ToolRegistry;
 use serde_json::Value;
 
 use crate::error::FactoryError;
+use crate::images::ImageInput;
+use crate::images::PromptImageStore;
 
 /// What `session/new` asks the host for.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +96,20 @@ pub trait SessionFactory: Send + Sync {
     /// bridge rejects a non-empty `mcpServers` with `mcpServers is not supported`.
     fn supports_mcp_servers(&self) -> bool {
         false
+    }
+
+    /// Where inline prompt images are stored; `None` (no attachment store mounted) means image
+    /// prompts are never advertised.
+    fn prompt_images(&self) -> Option<Arc<dyn PromptImageStore>> {
+        None
+    }
+
+    /// Whether a model route declares image input: the session's current route for `agent`,
+    /// the configured one for `None` (what `initialize` advertises). An `Err` is a lookup
+    /// failure (internal for a prompt; not advertised at `initialize`).
+    fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, FactoryError> {
+        let _ = agent;
+        Ok(ImageInput::Unresolved)
     }
 
     /// Applies the approval preset `mode_id` to the agent's session.

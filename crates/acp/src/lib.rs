@@ -2,12 +2,14 @@
 //!
 //! Owns: the Agent Client Protocol surface (built on the official `agent-client-protocol`
 //! crate): `initialize`, `authenticate`, `session/new|load|list|prompt|cancel|set_mode`, the
-//! prompt lifecycle (admission, settlement precedence, cancel, teardown, exact error texts),
+//! prompt lifecycle (admission including inline images, settlement precedence, cancel,
+//! teardown, exact error texts),
 //! the mapping of committed session events to `session/update`s (message and thought chunks,
 //! tool cards with diffs and terminals, plans, titles) for live turns and `session/load`
 //! replay alike, and the client as the agents' approval channel.
-//! Does not own: how agents are composed (tools, model, policy): a [`SessionFactory`] from the
-//! CLI supplies them.
+//! Does not own: how agents are composed (tools, model, policy) or where image bytes are kept:
+//! a [`SessionFactory`] from the CLI supplies agents, the route's image facts and a
+//! [`PromptImageStore`].
 //! Must not depend on: `dsh-cli`, concrete tool crates (cards come through the registry).
 
 mod approval;
@@ -15,6 +17,7 @@ mod bridge;
 mod cards;
 mod error;
 mod factory;
+mod images;
 mod mapping;
 mod prompt;
 mod serve;
@@ -34,6 +37,11 @@ pub use factory::SessionFactory;
 pub use factory::SessionParts;
 pub use factory::StoredSession;
 pub use factory::stored_sessions;
+pub use images::ImageInput;
+pub use images::ImageStoreError;
+pub use images::PROMPT_MEDIA_TYPES;
+pub use images::PromptImage;
+pub use images::PromptImageStore;
 pub use serve::serve;
 pub use serve::serve_stdio;
 pub use serve::serve_transport;

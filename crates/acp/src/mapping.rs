@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::ContentBlock as AcpBlock;
 use agent_client_protocol::v1::schema::ContentChunk;
+use agent_client_protocol::v1::schema::ImageContent;
 use agent_client_protocol::v1::schema::Plan;
 use agent_client_protocol::v1::schema::PlanEntry;
 use agent_client_protocol::v1::schema::PlanEntryPriority;
@@ -17,6 +18,7 @@ use agent_client_protocol::v1::schema::PlanEntryStatus;
 use agent_client_protocol::v1::schema::SessionInfoUpdate;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::TextContent;
+use base64::Engine;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::StreamChunk;
@@ -30,6 +32,7 @@ use dsh_session::data::TodoWrite;
 use dsh_session::data::ToolCall;
 use dsh_session::data::ToolResult;
 use dsh_session::data::UserMessage;
+use dsh_tools::ImageAttachment;
 use dsh_tools::ResultView;
 use dsh_tools::ToolDefinition;
 use dsh_tools::ToolRegistry;
@@ -38,6 +41,7 @@ use serde_json::Value;
 use crate::cards::RenderContext;
 use crate::cards::call_update;
 use crate::cards::result_update;
+use crate::images::PromptImageStore;
 use crate::time::iso_millis;
 
 /// A call whose result has not arrived yet.
@@ -53,6 +57,8 @@ pub(crate) struct Presenter {
     tools: Option<Arc<ToolRegistry>>,
     scope: Option<Scope>,
     calls: HashMap<String, PendingCall>,
+    /// Where replayed user images are re-read from.
+    images: Option<Arc<dyn PromptImageStore>>,
 }
 
 impl Presenter {
@@ -66,6 +72,32 @@ impl Presenter {
             tools,
             scope,
             calls: HashMap::new(),
+            images: None,
+        }
+    }
+
+    pub(crate) fn with_images(mut self, images: Option<Arc<dyn PromptImageStore>>) -> Self {
+        self.images = images;
+        self
+    }
+
+    /// A stored user image as ACP content, re-read and verified; `None` (logged) when it is
+    /// gone or damaged: a replay never shows a placeholder in its place.
+    fn stored_image(&self, attachment: &Value) -> Option<AcpBlock> {
+        let record: ImageAttachment = serde_json::from_value(attachment.clone()).ok()?;
+        let loaded = match &self.images {
+            Some(store) => store.load_image(&record),
+            None => Err("no attachment store is mounted".to_owned()),
+        };
+        match loaded {
+            Ok(bytes) => {
+                let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+                Some(AcpBlock::Image(ImageContent::new(data, record.media_type)))
+            }
+            Err(reason) => {
+                tracing::warn!(id = %record.attachment_id, %reason, "replayed image unavailable");
+                None
+            }
         }
     }
 
@@ -141,12 +173,12 @@ impl Presenter {
                 .iter()
                 .filter_map(|block| match block {
                     ContentBlock::Text { text } if !text.is_empty() => {
-                        Some(SessionUpdate::UserMessageChunk(ContentChunk::new(
-                            AcpBlock::Text(TextContent::new(text.clone())),
-                        )))
+                        Some(AcpBlock::Text(TextContent::new(text.clone())))
                     }
+                    ContentBlock::Image { attachment } => self.stored_image(attachment),
                     _ => None,
                 })
+                .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block)))
                 .collect();
         }
         Vec::new()

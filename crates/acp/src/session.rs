@@ -96,6 +96,7 @@ impl Session {
         connection: ConnectionTo<Client>,
         terminal_output: bool,
         replay: bool,
+        images: Option<Arc<dyn crate::images::PromptImageStore>>,
     ) -> Result<Arc<Self>, String> {
         let SessionParts {
             agent,
@@ -106,7 +107,7 @@ impl Session {
             cwd: cwd.clone(),
             terminal_output,
         };
-        let presenter = Presenter::new(ctx, tools, Some(agent.scope().clone()));
+        let presenter = Presenter::new(ctx, tools, Some(agent.scope().clone())).with_images(images);
         let delivery = Arc::new(Mutex::new(Delivery {
             session_id: id.clone(),
             connection: connection.clone(),

@@ -10,14 +10,17 @@ use std::sync::Arc;
 
 use dsh_acp::BridgeConfig;
 use dsh_acp::FactoryError;
+use dsh_acp::ImageInput;
 use dsh_acp::ModeInfo;
 use dsh_acp::ModeState;
 use dsh_acp::NewSession;
+use dsh_acp::PromptImageStore;
 use dsh_acp::SessionFactory;
 use dsh_acp::SessionParts;
 use dsh_acp::StoredSession;
 use dsh_agent::AgentHandle;
 use dsh_kernel::BoxFuture;
+use dsh_session::data::RequestHeader;
 
 use crate::compose::Harness;
 use crate::compose::PRESETS;
@@ -116,6 +119,35 @@ impl SessionFactory for Factory {
     ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
         let result = dsh_acp::stored_sessions(&self.harness.store, cwd.as_deref());
         Box::pin(async move { result })
+    }
+
+    fn prompt_images(&self) -> Option<Arc<dyn PromptImageStore>> {
+        self.harness
+            .attachments
+            .as_ref()
+            .map(crate::images::Attachments::prompt_store)
+    }
+
+    /// The agent's current route is its latest request header, else the configured one.
+    fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, FactoryError> {
+        let settings = &self.harness.settings;
+        let header = agent
+            .and_then(|agent| agent.log().request_header())
+            .and_then(|event| event.decode::<RequestHeader>())
+            .transpose()
+            .map_err(|error| FactoryError::internal(format!("unreadable request header: {error}")))?
+            .map(|header| header.header.config);
+        let (provider, model) = match &header {
+            Some(config) => (config.provider.as_str(), config.model.as_str()),
+            None => (settings.provider.as_str(), settings.model.as_str()),
+        };
+        Ok(match self.harness.accepts_images(provider, model) {
+            None => ImageInput::Unresolved,
+            Some(accepts_images) => ImageInput::Model {
+                model: model.to_owned(),
+                accepts_images,
+            },
+        })
     }
 
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {

@@ -142,6 +142,8 @@ pub struct Settings {
     pub persona: String,
     /// `[[mcp.servers]]`
     pub mcp_servers: Vec<dsh_mcp::McpServerConfig>,
+    /// `[[model.catalog]]`: input modalities per model id, over the adapter's built-in list.
+    pub catalog: Vec<crate::images::CatalogEntry>,
 }
 
 impl Settings {
@@ -207,6 +209,7 @@ impl Settings {
                     .context("invalid [[mcp.servers]] entry")?,
                 None => Vec::new(),
             },
+            catalog: crate::images::catalog(config)?,
         })
     }
 }
@@ -295,6 +298,9 @@ pub struct Harness {
     pub adapter: Arc<dyn ModelAdapter>,
     /// `None` when `[plugins.spill] enabled = false`: nothing is ever moved to a file.
     pub spill: Option<SpillStore>,
+    /// The attachment store; `None` when `[plugins.attachments] enabled = false` (then no
+    /// `read_image`, MCP images become notices, and ACP never advertises image prompts).
+    pub attachments: Option<crate::images::Attachments>,
     shell: crate::shell::ShellPlugin,
 }
 
@@ -313,6 +319,11 @@ impl Harness {
         let mut deepseek = DeepSeekConfig::from_env();
         if let Some(base) = config.get_str("model.base_url") {
             deepseek.base_url = base.to_owned();
+        }
+        crate::images::apply_catalog(&mut deepseek.models, &settings.catalog);
+        let attachments = crate::images::Attachments::mount(&config)?;
+        if let Some(attachments) = &attachments {
+            deepseek.attachments = Some(attachments.store.clone());
         }
         let adapter: Arc<dyn ModelAdapter> =
             Arc::new(DeepSeekAdapter::new(deepseek).context("invalid model configuration")?);
@@ -365,6 +376,7 @@ impl Harness {
             store,
             adapter,
             spill: spill_enabled.then_some(spill),
+            attachments,
             shell,
         })
     }
@@ -468,6 +480,11 @@ impl Harness {
         }
         if let Some(max) = self.settings.fs.grep_max_matches {
             fs.limits.grep_max_matches = max;
+        }
+        if let Some(attachments) = &self.attachments {
+            let (provider, model) = (&self.settings.provider, &self.settings.model);
+            let route = crate::images::fs_route(model, self.accepts_images(provider, model));
+            fs.images = Some(attachments.fs_support(route));
         }
         registered.extend(dsh_tool_fs::register::register_fs_tools(
             &self.registry,
@@ -604,7 +621,7 @@ impl Harness {
             &self.root,
             &self.registry,
             &self.settings.mcp_servers,
-            &dsh_mcp::McpOptions::default(),
+            &self.mcp_options(),
         )
         .await
         .context("cannot start the configured MCP servers")?;
@@ -621,14 +638,9 @@ impl Harness {
         if entries.is_empty() {
             return Ok(());
         }
-        dsh_mcp::mount_acp_servers(
-            agent.scope(),
-            &self.registry,
-            entries,
-            &dsh_mcp::McpOptions::default(),
-        )
-        .await
-        .context("cannot start the session's MCP servers")?;
+        dsh_mcp::mount_acp_servers(agent.scope(), &self.registry, entries, &self.mcp_options())
+            .await
+            .context("cannot start the session's MCP servers")?;
         Ok(())
     }
 

@@ -8,6 +8,13 @@
 //! name = "deepseek-v4-flash"        # the model id sent to the provider
 //! base_url = "https://api.deepseek.com"
 //!
+//! [[model.catalog]]                 # what a model id accepts (default: text only)
+//! id = "deepseek-v4-flash-vision-exp"
+//! input = ["text", "image"]
+//!
+//! [plugins.attachments]             # image attachments under $DSH_HOME/attachments
+//! enabled = true
+//!
 //! [plugins.bash]                    # one table per built-in plugin: `enabled` + its settings
 //! timeout_ms = 60000
 //!
@@ -97,7 +104,12 @@ fn defaults() -> Map<String, Value> {
 impl Config {
     /// Loads every layer for a session in `cwd`.
     pub fn load(cwd: &Path, overrides: &Overrides) -> anyhow::Result<Self> {
-        let home = dsh_home()?;
+        Self::load_in(dsh_home()?, cwd, overrides)
+    }
+
+    /// Like [`Self::load`] with an explicit dsh home (tests; no process environment lookup
+    /// for the home itself).
+    pub fn load_in(home: PathBuf, cwd: &Path, overrides: &Overrides) -> anyhow::Result<Self> {
         let mut config = Self {
             home: home.clone(),
             tree: Map::new(),

@@ -10,6 +10,7 @@ mod acp;
 mod compose;
 mod config;
 mod exec;
+mod images;
 mod mcp_cmd;
 mod sessions;
 mod shell;

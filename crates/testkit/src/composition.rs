@@ -43,6 +43,19 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
     if uses("/fs-search.cordis.yml") {
         toml.push_str("[plugins.fs]\nglob_sampling = true\nglob_max_results = 4\n\n");
     }
+    if uses("/image.cordis.yml") {
+        // The image overlay mounts the local attachment store; its replay catalog declares
+        // the vision model (selected) as text+image and the others as text-only.
+        toml.push_str(concat!(
+            "[model]\nname = \"deepseek-v4-flash-vision-exp\"\n\n",
+            "[[model.catalog]]\nid = \"deepseek-v4-flash\"\ninput = [\"text\"]\n\n",
+            "[[model.catalog]]\nid = \"deepseek-v4-pro\"\ninput = [\"text\"]\n\n",
+            "[[model.catalog]]\nid = \"deepseek-v4-flash-vision-exp\"\ninput = [\"text\", \"image\"]\n\n",
+        ));
+    } else {
+        // Without the overlay there was no attachment store, so no `read_image` either.
+        toml.push_str("[plugins.attachments]\nenabled = false\n\n");
+    }
     if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
         let _ = write!(toml, "[tools]\nmode = {}\n\n", quote(mode));
     }
@@ -90,5 +103,27 @@ mod tests {
         let toml = config_toml(&search, Path::new("/h"));
         assert!(toml.contains("glob_max_results = 4"));
         assert!(toml.contains("[tools]\nmode = \"code\""));
+        assert!(toml.contains("[plugins.attachments]\nenabled = false"));
+    }
+
+    #[test]
+    fn the_image_overlay_selects_the_vision_model_with_image_input() {
+        let spec = spec(serde_json::json!({
+            "suite": "acp", "name": "read-image",
+            "upstream": {"config_files": ["examples/acp-agent/image.cordis.yml",
+                "examples/acp-agent/image.cordis.snapshot.yml", "examples/acp-agent/cordis.yml"]}
+        }));
+        let text = config_toml(&spec, Path::new("/h"));
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        let model = &parsed["model"];
+        assert_eq!(model["name"].as_str(), Some("deepseek-v4-flash-vision-exp"));
+        let catalog = model["catalog"].as_array().unwrap();
+        let vision = catalog
+            .iter()
+            .find(|e| e["id"].as_str() == Some("deepseek-v4-flash-vision-exp"))
+            .unwrap();
+        assert_eq!(vision["input"].as_array().unwrap().len(), 2);
+        assert_eq!(catalog.len(), 3);
+        assert!(!text.contains("[plugins.attachments]"));
     }
 }

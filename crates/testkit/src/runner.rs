@@ -35,7 +35,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "session-title",
     "compaction",
     "test-fixture",
-    "image",
     "pwsh",
     "product-subagent",
 ];

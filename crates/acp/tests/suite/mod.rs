@@ -1,5 +1,6 @@
 mod checklist;
 mod client;
 mod harness;
+mod images;
 mod snapshots;
 mod wire;
