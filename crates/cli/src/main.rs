@@ -13,6 +13,7 @@ mod exec;
 mod images;
 mod mcp_cmd;
 mod sessions;
+mod settings;
 mod shell;
 mod tools_cmd;
 mod tui;
