@@ -20,14 +20,21 @@ for i in $(seq "$runs"); do
   ws="$work/ws-$i"; mkdir -p "$ws"
   "$bin/dsh-mock-llm" --scenario "$scenario" --workspace "$ws" > "$work/mock.out" 2>/dev/null &
   mock=$!
-  for _ in $(seq 100); do grep -q listening "$work/mock.out" 2>/dev/null && break; sleep 0.02; done
+  for _ in $(seq 500); do grep -q listening "$work/mock.out" 2>/dev/null && break; sleep 0.02; done
   url=$(head -1 "$work/mock.out" | awk '{print $3}')
+  # An empty URL would silently fall back to the real API (and its retries).
+  [ -n "$url" ] || { echo "replay server did not start" >&2; exit 1; }
+  # Wall time in ms from bash's clock (`time -f %e` only has 10 ms resolution); it includes
+  # /usr/bin/time's own fork+exec, about 1 ms.
+  start=$EPOCHREALTIME
   ( cd "$ws" && DSH_HOME="$work" DEEPSEEK_BASE_URL="$url" DEEPSEEK_API_KEY=bench \
-      /usr/bin/time -f "%e %M" -o "$work/time" "$OLDPWD/$bin/dsh" exec "$task" > /dev/null )
-  read -r t m < "$work/time"
+      /usr/bin/time -f "%M" -o "$work/time" "$OLDPWD/$bin/dsh" exec "$task" > /dev/null )
+  end=$EPOCHREALTIME
+  t=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", (b - a) * 1000}')
+  read -r m < "$work/time"
   times+=("$t"); rss+=("$m")
   kill "$mock" 2>/dev/null; wait "$mock" 2>/dev/null || true
-  echo "run $i: ${t}s wall, ${m} KiB peak RSS"
+  echo "run $i: ${t} ms wall, ${m} KiB peak RSS"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-echo "median wall: $(median "${times[@]}") s; median peak RSS: $(median "${rss[@]}") KiB"
+echo "median wall: $(median "${times[@]}") ms; median peak RSS: $(median "${rss[@]}") KiB"

@@ -25,6 +25,9 @@ pub(crate) struct FileSink {
     file: Option<File>,
     /// File length after the last successful write.
     len: u64,
+    /// Whether bytes may have been written since the last `fdatasync`. Lets `flush` skip the
+    /// syscall when a `turn/end` was just synced (closing a session used to sync twice).
+    unsynced: bool,
     /// Set when a failed write could not be rolled back; the file's tail is then unknown and
     /// every later append is refused rather than risking a corrupt log.
     broken: Option<String>,
@@ -39,6 +42,7 @@ impl FileSink {
             header_line,
             file: None,
             len: 0,
+            unsynced: false,
             broken: None,
         }
     }
@@ -55,6 +59,8 @@ impl FileSink {
             header_line: String::new(),
             file: Some(file),
             len,
+            // Another process wrote this file; its tail may still sit in the page cache.
+            unsynced: true,
             broken: None,
         })
     }
@@ -95,9 +101,11 @@ impl FileSink {
                 match result {
                     Ok(()) => {
                         self.len += buf.len() as u64;
+                        self.unsynced = !durable;
                         Ok(())
                     }
                     Err(err) => {
+                        self.unsynced = true;
                         if let Err(rollback) = file.set_len(self.len) {
                             tracing::error!(path = %self.path.display(), error = %rollback, "cannot roll back a failed session write; log writer disabled");
                             self.broken = Some(format!(
@@ -111,13 +119,17 @@ impl FileSink {
         }
     }
 
-    /// `fdatasync` the file (no-op before materialization: nothing to lose).
+    /// `fdatasync` the file (no-op before materialization or when nothing was written since the
+    /// last sync: nothing to lose).
     pub(crate) fn flush(&mut self) -> Result<(), SessionError> {
         match &self.file {
-            Some(file) => file
-                .sync_data()
-                .map_err(|e| SessionError::io(&self.path, e)),
-            None => Ok(()),
+            Some(file) if self.unsynced => {
+                file.sync_data()
+                    .map_err(|e| SessionError::io(&self.path, e))?;
+                self.unsynced = false;
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 
@@ -147,6 +159,7 @@ impl FileSink {
         }
         self.file = Some(file);
         self.len = len;
+        self.unsynced = false;
         Ok(())
     }
 

@@ -138,6 +138,13 @@ impl ReplayServer {
             let shared = app_state.clone();
             async move { handle(shared, method, uri, headers, body).await }
         });
+        // Without TCP_NODELAY the second SSE write waits for the client's delayed ACK (40 ms
+        // on Linux), which would dominate any whole-process timing taken against this server.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!("replay: cannot set TCP_NODELAY: {e}");
+            }
+        });
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!("replay server stopped: {e}");
