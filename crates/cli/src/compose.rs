@@ -133,6 +133,9 @@ impl Harness {
     pub fn build(config: Config) -> anyhow::Result<Self> {
         let settings = Settings::from_config(&config)?;
         let root = Scope::root();
+        let hooks =
+            dsh_agent::AgentHooks::install(&root).context("cannot install the agent hooks")?;
+        crate::titles::install(&hooks, &root);
         let registry = ToolRegistry::install(
             &root,
             RegistryConfig {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use dsh_agent::AgentHandle;
 use dsh_agent::prompt::Section;
 use dsh_kernel::Scope;
+use dsh_session::Event;
 use dsh_tool_shell::BashConfig;
 use dsh_tool_shell::JobToolsConfig;
 use dsh_tool_shell::JobsConfig;
@@ -22,10 +23,26 @@ use dsh_tool_shell::sandbox::ApprovalPolicy;
 use dsh_tools::ToolError;
 use dsh_tools::ToolRegistry;
 use dsh_tools::ToolRun;
+use tokio::sync::broadcast;
 
 use crate::compose::SessionState;
 use crate::compose::Settings;
 use crate::config::Config;
+
+/// The next log event, or never once the log has closed (so the notice branch keeps running).
+async fn recv_event(
+    events: &mut Option<broadcast::Receiver<Arc<Event>>>,
+) -> Result<Arc<Event>, broadcast::error::RecvError> {
+    match events {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A committed `user/message` whose source is the user (job notices are `plugin`-sourced).
+fn is_user_input(event: &Event) -> bool {
+    event.kind == dsh_session::kind::USER_MESSAGE && event.data["source"]["kind"] == "user"
+}
 
 pub struct ShellPlugin {
     jobs: Option<Arc<JobsRuntime>>,
@@ -149,18 +166,30 @@ impl ShellPlugin {
         };
         let owner = OwnerId::new(agent.id());
         let mut notices = jobs.subscribe(&owner);
+        let mut events = Some(agent.subscribe());
         let weak = agent.clone();
         let pump = tokio::spawn(async move {
             let mut budget = WakeBudget::new(CompletionDelivery::Wakeup, MAX_CONSECUTIVE_WAKES);
-            while let Some(notice) = notices.recv().await {
-                let idle = weak.status() == dsh_agent::AgentStatus::Idle;
-                let message = dsh_tool_shell::notice_message(&notice);
-                let sent = match budget.decide(idle) {
-                    NoticeDelivery::FollowUp => weak.followup(message),
-                    NoticeDelivery::Inject => weak.inject(message),
-                };
-                if sent.is_err() {
-                    break;
+            loop {
+                tokio::select! {
+                    notice = notices.recv() => {
+                        let Some(notice) = notice else { break };
+                        let idle = weak.status() == dsh_agent::AgentStatus::Idle;
+                        let message = dsh_tool_shell::notice_message(&notice);
+                        let sent = match budget.decide(idle) {
+                            NoticeDelivery::FollowUp => weak.followup(message),
+                            NoticeDelivery::Inject => weak.inject(message),
+                        };
+                        if sent.is_err() {
+                            break;
+                        }
+                    }
+                    // The budget counts *consecutive* wakes: user input resets it (spec §2.6).
+                    event = recv_event(&mut events) => match event {
+                        Ok(event) if is_user_input(&event) => budget.on_user_message(),
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => events = None,
+                    },
                 }
             }
         });

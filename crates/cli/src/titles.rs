@@ -1,0 +1,120 @@
+//! Fallback session titles: before a session's first model request, if it has no title yet,
+//! its first human prompt names it (`session/title {source: {kind: "fallback"}}`), so
+//! `dsh sessions list`, `dsh resume` and editors (`session_info_update`) show something better
+//! than an id.
+
+use dsh_agent::AgentHandle;
+use dsh_agent::AgentHooks;
+use dsh_agent::RequestInput;
+use dsh_kernel::Disposer;
+use dsh_kernel::Scope;
+use dsh_session::data::SessionTitle;
+use dsh_session::data::TitleSource;
+use dsh_session::kind;
+
+/// At most this many words…
+const MAX_WORDS: usize = 5;
+/// …and this many UTF-8 bytes.
+const MAX_BYTES: usize = 40;
+
+/// Titles every agent under `owner` that reaches a request without one.
+pub fn install(hooks: &AgentHooks, owner: &Scope) -> Disposer {
+    hooks.request.register(owner, |input: RequestInput, next| {
+        Box::pin(async move {
+            title_if_untitled(&input.agent);
+            next.run(input).await
+        })
+    })
+}
+
+fn title_if_untitled(agent: &AgentHandle) {
+    let log = agent.log();
+    let events = log.events();
+    if events.iter().any(|event| event.kind == kind::SESSION_TITLE) {
+        return;
+    }
+    let prompt = events.iter().find(|event| {
+        event.kind == kind::USER_MESSAGE
+            && event
+                .data
+                .pointer("/source/kind")
+                .and_then(serde_json::Value::as_str)
+                == Some("user")
+    });
+    let Some(prompt) = prompt else { return };
+    let text: String = prompt
+        .data
+        .get("content")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block.get("text").and_then(serde_json::Value::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let title = fallback_title(&text);
+    if title.is_empty() {
+        return;
+    }
+    let data = SessionTitle {
+        title,
+        message_seqs: vec![prompt.seq],
+        source: TitleSource::Fallback,
+    };
+    if let Err(error) = log.append_data(&data, None) {
+        tracing::warn!(%error, "cannot record the session title");
+    }
+}
+
+/// The first words of `text` (control characters dropped), within the word and byte budgets.
+pub fn fallback_title(text: &str) -> String {
+    let cleaned: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut title = String::new();
+    for word in cleaned.split_whitespace().take(MAX_WORDS) {
+        let separator = usize::from(!title.is_empty());
+        if title.len() + separator + word.len() > MAX_BYTES {
+            if title.is_empty() {
+                let mut end = MAX_BYTES;
+                while !word.is_char_boundary(end) {
+                    end -= 1;
+                }
+                title.push_str(&word[..end]);
+            }
+            break;
+        }
+        if separator == 1 {
+            title.push(' ');
+        }
+        title.push_str(word);
+    }
+    title
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_take_the_first_five_words_within_forty_bytes() {
+        assert_eq!(
+            fallback_title("Use the bash tool to run exactly: echo TERMINAL_OK. Then reply"),
+            "Use the bash tool to"
+        );
+        assert_eq!(fallback_title("say pong"), "say pong");
+        assert_eq!(
+            fallback_title("  tabs\tand\nnewlines\u{7} count "),
+            "tabs and newlines count"
+        );
+        assert_eq!(
+            fallback_title("internationalization-and-localization-of-everything now"),
+            "internationalization-and-localization-of"
+        );
+        assert_eq!(
+            fallback_title("ééééééééééééééééééééé"),
+            "éééééééééééééééééééé"
+        );
+        assert_eq!(fallback_title("   "), "");
+    }
+}
