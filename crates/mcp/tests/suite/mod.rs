@@ -1,3 +1,4 @@
+mod checklist_gaps;
 mod http;
 mod stdio;
 mod support;

@@ -1,6 +1,6 @@
-//! tool-catalog-spec §11 item 46 through the real `dsh exec` binary: a background job that
-//! settles while its owner is busy has its completion notice injected into the next step
-//! (see `docs/checklists.md`).
+//! tool-catalog-spec §11 gaps that need the real `dsh` binary: job notices injected into the
+//! next step (46) or waking an idle owner (47), jobs dying with their agent (51), and
+//! `todo_write` appending one `todo/write` event (73). See `docs/checklists.md`.
 // Helpers outside `#[test]` functions panic on broken fixtures by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -53,6 +53,20 @@ fn events(home: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// `dsh exec <task>` in `workspace` with an isolated home against the replay server.
+fn exec(task: &str, workspace: &Path, home: &Path, base_url: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["exec", task])
+        .current_dir(workspace)
+        .env("HOME", home)
+        .env("DSH_HOME", home)
+        .env("DEEPSEEK_API_KEY", "replay-key")
+        .env("DEEPSEEK_BASE_URL", base_url)
+        .env_remove("DSH_LOG")
+        .output()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_46_a_job_settling_while_the_owner_is_busy_is_injected_into_the_next_step() {
     let workspace = tempfile::tempdir().unwrap();
@@ -80,16 +94,7 @@ async fn item_46_a_job_settling_while_the_owner_is_busy_is_injected_into_the_nex
     let server = ReplayServer::start(&scenario, ([127, 0, 0, 1], 0).into(), None)
         .await
         .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(["exec", task])
-        .current_dir(workspace.path())
-        .env("HOME", home.path())
-        .env("DSH_HOME", home.path())
-        .env("DEEPSEEK_API_KEY", "replay-key")
-        .env("DEEPSEEK_BASE_URL", server.url())
-        .env_remove("DSH_LOG")
-        .output()
-        .unwrap();
+    let out = exec(task, workspace.path(), home.path(), &server.url());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "All done.\n");
@@ -312,4 +317,109 @@ async fn item_47_idle_settlements_wake_at_most_three_times_until_user_input() {
     assert_eq!(server.served(), 8);
     drop(acp.stdin);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), acp.child.wait()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_51_ending_the_owning_agent_kills_its_running_jobs() {
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let task = "leave a job running";
+    // The job may run in a pid namespace (bwrap), so liveness is a heartbeat file, not a pid.
+    let beat = workspace.path().join("beat");
+    let command = format!(
+        "n=0; while true; do n=$((n+1)); echo $n > {f}; sleep 0.05; done",
+        f = beat.display()
+    );
+    // The foreground wait lets the job start beating before the agent ends.
+    let wait = format!(
+        "while [ ! -s {f} ]; do sleep 0.05; done",
+        f = beat.display()
+    );
+    let scenario = scenario(
+        task,
+        vec![
+            json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+                   "tool_calls": [bg_call("c1", &command)], "finish_reason": "tool_calls"}),
+            json!({"session": 0, "route": "main", "index": 1, "kind": "response",
+                   "tool_calls": [{"id": "c2", "name": "bash", "arguments":
+                       json!({"command": wait, "description": "Wait for the job"}).to_string()}],
+                   "finish_reason": "tool_calls"}),
+            answer(2, "left running"),
+        ],
+    );
+    let server = ReplayServer::start(&scenario, ([127, 0, 0, 1], 0).into(), None)
+        .await
+        .unwrap();
+    let out = exec(task, workspace.path(), home.path(), &server.url());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "left running\n");
+    let read = || std::fs::read_to_string(&beat).unwrap_or_default();
+    // A live job would bump the counter about 20 times a second.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let before = read();
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert_eq!(read(), before, "the job kept running after its agent ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_73_todo_write_validates_and_appends_one_todo_write_event() {
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let task = "plan the work";
+    let call = |id: &str, todos: Value| {
+        json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+               "tool_calls": [{"id": id, "name": "todo_write",
+                               "arguments": json!({"todos": todos}).to_string()}],
+               "finish_reason": "tool_calls"})
+    };
+    let mut duplicate = call(
+        "c1",
+        json!([{"content": "fix it", "status": "pending"},
+               {"content": "fix it", "status": "completed"}]),
+    );
+    duplicate["index"] = json!(0);
+    let mut valid = call(
+        "c2",
+        json!([{"content": "read", "status": "completed"},
+               {"content": "fix", "status": "in_progress"},
+               {"content": "test", "status": "pending"},
+               {"content": "ship", "status": "pending"}]),
+    );
+    valid["index"] = json!(1);
+    let scenario = scenario(task, vec![duplicate, valid, answer(2, "planned")]);
+    let server = ReplayServer::start(&scenario, ([127, 0, 0, 1], 0).into(), None)
+        .await
+        .unwrap();
+    let out = exec(task, workspace.path(), home.path(), &server.url());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+
+    let events = events(home.path());
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .collect();
+    assert_eq!(results.len(), 2);
+    let texts: Vec<String> = results.iter().map(|e| e.to_string()).collect();
+    assert!(
+        texts[0].contains(r#"Error: invalid todos: duplicate content \"fix it\""#),
+        "{}",
+        texts[0]
+    );
+    assert!(
+        texts[1].contains("Updated todo list: 2 pending, 1 in progress, 1 completed."),
+        "{}",
+        texts[1]
+    );
+    let writes: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "todo/write")
+        .collect();
+    assert_eq!(writes.len(), 1, "only the valid call is logged");
+    assert_eq!(
+        writes[0]["data"]["todos"][1],
+        json!({"content": "fix", "status": "in_progress"})
+    );
+    assert_eq!(writes[0]["data"]["todos"].as_array().unwrap().len(), 4);
 }
