@@ -197,6 +197,26 @@ pub(crate) fn call_update(
     }
 }
 
+/// Terminal output as console text for clients without the terminal capability.
+fn console_fence(output: &str) -> String {
+    format!("```console\n{}\n```", output.trim_end_matches(['\n', '\r']))
+}
+
+/// A progress update appending `data` to the call's client-side terminal (the call keeps its
+/// status and content).
+pub(crate) fn live_terminal_update(call_id: &str, data: &str) -> ToolCallUpdate {
+    let data = json!({"terminal_output": {"terminal_id": call_id, "data": data}});
+    ToolCallUpdate::new(call_id.to_owned(), ToolCallUpdateFields::new()).meta(meta(data))
+}
+
+/// A progress update replacing the call's content with the console text of its output so far.
+pub(crate) fn live_console_update(call_id: &str, tail: &str) -> ToolCallUpdate {
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().content(vec![text_block(console_fence(tail))]),
+    )
+}
+
 /// The completing `tool_call_update`. `card` is the result presenter's view (`None` = generic
 /// fallback with the raw content); `terminal_call` says the pending card was a terminal one.
 pub(crate) fn result_update(
@@ -239,8 +259,7 @@ pub(crate) fn result_update(
                 }
                 ToolCallUpdate::new(call_id.to_owned(), fields.title(title)).meta(meta(data))
             } else {
-                let output = output.unwrap_or_default();
-                let fenced = format!("```console\n{}\n```", output.trim_end_matches(['\n', '\r']));
+                let fenced = console_fence(&output.unwrap_or_default());
                 ToolCallUpdate::new(
                     call_id.to_owned(),
                     fields.title(title).content(vec![text_block(fenced)]),

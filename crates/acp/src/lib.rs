@@ -6,7 +6,8 @@
 //! teardown, exact error texts),
 //! the mapping of committed session events to `session/update`s (message and thought chunks,
 //! tool cards with diffs and terminals, plans, titles) for live turns and `session/load`
-//! replay alike, and the client as the agents' approval channel.
+//! replay alike, running calls' live output as progress updates, and the client as the
+//! agents' approval channel.
 //! Does not own: how agents are composed (tools, model, policy) or where image bytes are kept:
 //! a [`SessionFactory`] from the CLI supplies agents, the route's image facts and a
 //! [`PromptImageStore`].
@@ -18,6 +19,7 @@ mod cards;
 mod error;
 mod factory;
 mod images;
+mod live;
 mod mapping;
 mod prompt;
 mod serve;

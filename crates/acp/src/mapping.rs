@@ -107,6 +107,12 @@ impl Presenter {
             .and_then(|tools| tools.get(name, self.scope.as_ref()))
     }
 
+    /// Whether `call_id` is a call the client was shown and that has no result yet, and if so
+    /// whether its card is a client-side terminal.
+    pub(crate) fn pending_terminal(&self, call_id: &str) -> Option<bool> {
+        self.calls.get(call_id).map(|call| call.terminal)
+    }
+
     /// The updates one committed event produces. `replay` adds the user's own messages, which a
     /// live client already shows.
     pub(crate) fn map(&mut self, event: &Event, replay: bool) -> Vec<SessionUpdate> {

@@ -16,17 +16,24 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::SessionNotification;
 use agent_client_protocol::v1::schema::SessionUpdate;
+use agent_client_protocol::v1::schema::ToolCallStatus;
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
 use dsh_session::Subscription;
 use dsh_tools::ApprovalService;
+use dsh_tools::ToolOutputSink;
 use tokio_util::sync::CancellationToken;
+use tokio_util::sync::DropGuard;
 
 use crate::approval::ClientApproval;
 use crate::cards::RenderContext;
+use crate::cards::live_console_update;
+use crate::cards::live_terminal_update;
 use crate::factory::ModeState;
 use crate::factory::SessionParts;
+use crate::live::FlushTarget;
+use crate::live::LiveOutput;
 use crate::mapping::Presenter;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -49,6 +56,9 @@ struct Delivery {
     /// Events below this seq were already rendered (by replay).
     next_seq: u64,
     failure: Option<String>,
+    /// Running calls' output not yet shown (see `live`).
+    live: Arc<LiveOutput>,
+    terminal_output: bool,
 }
 
 impl Delivery {
@@ -68,7 +78,67 @@ impl Delivery {
         }
         self.next_seq = event.seq + 1;
         for update in self.presenter.map(event, replay) {
+            let update = self.settle_live(update);
             self.send(update);
+        }
+    }
+
+    /// A completing update ends the call's live output: what is still buffered goes out first,
+    /// and a terminal that already received output is not sent all of it again.
+    fn settle_live(&mut self, mut update: SessionUpdate) -> SessionUpdate {
+        let SessionUpdate::ToolCallUpdate(completing) = &mut update else {
+            return update;
+        };
+        if !matches!(
+            completing.fields.status,
+            Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
+        ) {
+            return update;
+        }
+        let call_id = completing.tool_call_id.0.clone();
+        let Some(rest) = self.live.settle(&call_id) else {
+            return update;
+        };
+        let Some(meta) = completing
+            .meta
+            .as_mut()
+            .filter(|meta| meta.contains_key("terminal_output"))
+        else {
+            return update;
+        };
+        meta.remove("terminal_output");
+        if !rest.is_empty() {
+            self.send(SessionUpdate::ToolCallUpdate(live_terminal_update(
+                &call_id, &rest,
+            )));
+        }
+        update
+    }
+}
+
+impl FlushTarget for Delivery {
+    fn flush_live(&mut self) {
+        let presenter = &self.presenter;
+        let terminal_output = self.terminal_output;
+        // Only calls the client shows: with terminals, only terminal cards take data.
+        let flushed = self.live.drain(|call_id| {
+            let terminal = presenter.pending_terminal(call_id)?;
+            match (terminal_output, terminal) {
+                (true, true) => Some(true),
+                (true, false) => None,
+                (false, _) => Some(false),
+            }
+        });
+        for (flush, terminal) in flushed {
+            let update = if terminal {
+                if flush.data.is_empty() {
+                    continue;
+                }
+                live_terminal_update(&flush.call_id, &flush.data)
+            } else {
+                live_console_update(&flush.call_id, &flush.tail)
+            };
+            self.send(SessionUpdate::ToolCallUpdate(update));
         }
     }
 }
@@ -84,6 +154,8 @@ pub(crate) struct Session {
     delivery: Arc<Mutex<Delivery>>,
     _listener: Subscription,
     _registrations: Vec<Disposer>,
+    /// Stops the live-output flusher with the session.
+    _flusher: DropGuard,
 }
 
 impl Session {
@@ -108,13 +180,23 @@ impl Session {
             terminal_output,
         };
         let presenter = Presenter::new(ctx, tools, Some(agent.scope().clone())).with_images(images);
+        let live = Arc::new(LiveOutput::default());
         let delivery = Arc::new(Mutex::new(Delivery {
             session_id: id.clone(),
             connection: connection.clone(),
             presenter,
             next_seq: 0,
             failure: None,
+            live: live.clone(),
+            terminal_output,
         }));
+        let stop = CancellationToken::new();
+        let flushing = crate::live::spawn_flusher(
+            live.clone(),
+            Arc::downgrade(&delivery),
+            terminal_output,
+            stop.clone(),
+        );
         let listener = {
             // Held across replay and registration so a concurrent append cannot jump the queue;
             // the seq guard drops what replay already rendered.
@@ -154,6 +236,14 @@ impl Session {
                 .provide::<dyn ApprovalService>(approval)
                 .map_err(|e| e.to_string())?,
         );
+        if flushing {
+            registrations.push(
+                agent
+                    .scope()
+                    .provide::<dyn ToolOutputSink>(live)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
         Ok(Arc::new(Self {
             id,
             cwd,
@@ -164,6 +254,7 @@ impl Session {
             delivery,
             _listener: listener,
             _registrations: registrations,
+            _flusher: stop.drop_guard(),
         }))
     }
 

@@ -159,7 +159,7 @@ fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
                 runner_reported: AtomicBool::new(false),
             })
     };
-    let spawned = spawn_for(args, ctx);
+    let spawned = spawn_for(args, ctx, false);
     let grace = Duration::from_millis(ctx.config.grace_ms);
     let mut proc = match spawned {
         Ok(proc) => proc,

@@ -259,8 +259,13 @@ pub(crate) struct SpawnFailure {
     pub runner_mode: Option<SandboxMode>,
 }
 
-/// Spawns the call's shell, confined when the call's policy says so.
-pub(crate) fn spawn_for(args: &BashArgs, ctx: &ShellContext) -> Result<ShellProcess, SpawnFailure> {
+/// Spawns the call's shell, confined when the call's policy says so. `live` mirrors its output
+/// to the context's [`ShellContext::output`] tap (foreground calls only).
+pub(crate) fn spawn_for(
+    args: &BashArgs,
+    ctx: &ShellContext,
+    live: bool,
+) -> Result<ShellProcess, SpawnFailure> {
     let cwd = resolve_workdir(args, ctx);
     let launch = ctx.sandbox.as_ref().and_then(|policy| policy.launch(&cwd));
     process::spawn_shell(
@@ -270,6 +275,7 @@ pub(crate) fn spawn_for(args: &BashArgs, ctx: &ShellContext) -> Result<ShellProc
         launch.as_ref(),
         capture_config(ctx, "stdout"),
         capture_config(ctx, "stderr"),
+        ctx.output.clone().filter(|_| live),
     )
     .map_err(|err| match (&launch, &ctx.sandbox) {
         // A missing workdir fails the same way with or without a runner.
@@ -323,7 +329,7 @@ pub async fn run(
         .timeout_ms
         .unwrap_or(ctx.config.timeout_ms as f64)
         .min(ctx.config.max_timeout_ms as f64);
-    let mut proc = spawn_for(&args, ctx).map_err(|failure| match failure.runner_mode {
+    let mut proc = spawn_for(&args, ctx, true).map_err(|failure| match failure.runner_mode {
         Some(mode) => {
             sandbox::sandbox_unavailable(mode, Some(&format!("Error: {}", failure.message)))
         }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 
+use dsh_tools::OutputStream;
+use dsh_tools::ToolOutputSink;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncReadExt;
 
@@ -43,6 +45,58 @@ struct Buffer {
     cursor: u64,
     spill: SpillState,
     eof: bool,
+}
+
+/// Where a foreground call's chunks are mirrored live (a front-end's sink and the call it
+/// belongs to). Display only: the capture, result and spill never depend on it.
+#[derive(Clone)]
+pub struct OutputTap {
+    pub sink: Arc<dyn ToolOutputSink>,
+    pub call_id: Arc<str>,
+}
+
+impl std::fmt::Debug for OutputTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputTap")
+            .field("call_id", &self.call_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Forwards chunks cut on UTF-8 character boundaries, so a sink may decode each one alone.
+struct Mirror<'a> {
+    tap: &'a OutputTap,
+    stream: OutputStream,
+    /// An incomplete trailing character (at most 3 bytes) waiting for its rest.
+    carry: Vec<u8>,
+}
+
+impl Mirror<'_> {
+    fn forward(&mut self, chunk: &[u8]) {
+        let bytes: &[u8] = if self.carry.is_empty() {
+            chunk
+        } else {
+            self.carry.extend_from_slice(chunk);
+            &self.carry
+        };
+        let cut = complete_prefix_len(bytes);
+        if cut > 0 {
+            self.tap
+                .sink
+                .output(&self.tap.call_id, self.stream, &bytes[..cut]);
+        }
+        let rest = bytes[cut..].to_vec();
+        self.carry = rest;
+    }
+
+    fn finish(&mut self) {
+        if !self.carry.is_empty() {
+            self.tap
+                .sink
+                .output(&self.tap.call_id, self.stream, &self.carry);
+            self.carry.clear();
+        }
+    }
 }
 
 /// Shared view of one stream, readable while the capture task runs.
@@ -94,7 +148,23 @@ impl Capture {
     }
 
     /// Drains `reader` to EOF (or error), updating the shared buffer and the spill file.
-    pub async fn pump<R: AsyncRead + Unpin>(&self, mut reader: R, config: &CaptureConfig) {
+    pub async fn pump<R: AsyncRead + Unpin>(&self, reader: R, config: &CaptureConfig) {
+        self.pump_mirrored(reader, config, None).await;
+    }
+
+    /// [`Capture::pump`], also handing each chunk to `tap` as it is read (best-effort: the
+    /// sink copies and returns, so the capture never waits on a front-end).
+    pub async fn pump_mirrored<R: AsyncRead + Unpin>(
+        &self,
+        mut reader: R,
+        config: &CaptureConfig,
+        tap: Option<(&OutputTap, OutputStream)>,
+    ) {
+        let mut mirror = tap.map(|(tap, stream)| Mirror {
+            tap,
+            stream,
+            carry: Vec::new(),
+        });
         let mut buf = vec![0u8; 64 * 1024];
         let mut file: Option<std::fs::File> = None;
         let mut written: u64 = 0;
@@ -108,6 +178,9 @@ impl Capture {
                 }
             };
             let chunk = &buf[..n];
+            if let Some(mirror) = mirror.as_mut() {
+                mirror.forward(chunk);
+            }
             let mut start_spill: Option<Vec<u8>> = None;
             {
                 let mut state = self.lock();
@@ -137,6 +210,9 @@ impl Capture {
                     file = self.give_up_spill();
                 }
             }
+        }
+        if let Some(mirror) = mirror.as_mut() {
+            mirror.finish();
         }
         if let Some(mut f) = file {
             let _ = f.flush();
@@ -332,6 +408,39 @@ mod tests {
         assert_eq!(snap.spill_path, None);
         let session = store.session_dir("s").unwrap();
         assert_eq!(std::fs::read_dir(session).unwrap().count(), 0);
+    }
+
+    #[derive(Default)]
+    struct Chunks(Mutex<Vec<Vec<u8>>>);
+
+    impl ToolOutputSink for Chunks {
+        fn output(&self, _call_id: &str, _stream: OutputStream, chunk: &[u8]) {
+            self.0.lock().unwrap().push(chunk.to_vec());
+        }
+    }
+
+    #[tokio::test]
+    async fn mirrored_chunks_are_cut_on_character_boundaries() {
+        let sink = Arc::new(Chunks::default());
+        let tap = OutputTap {
+            sink: sink.clone(),
+            call_id: Arc::from("c1"),
+        };
+        // The two reads split `é` (c3 a9); a stray incomplete byte at EOF is still delivered.
+        let reader = (&b"a\xc3"[..]).chain(&b"\xa9b\xe2"[..]);
+        let cap = Capture::new();
+        cap.pump_mirrored(
+            reader,
+            &config(None, 100, 0),
+            Some((&tap, OutputStream::Stdout)),
+        )
+        .await;
+        let seen = sink.0.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![b"a".to_vec(), "\u{e9}b".as_bytes().to_vec(), vec![0xe2]]
+        );
+        assert_eq!(cap.total(), 5);
     }
 
     #[tokio::test]

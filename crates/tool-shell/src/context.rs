@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::capture::OutputTap;
 use crate::escalation::ApprovalRoute;
 use crate::jobs::JobsRuntime;
 use crate::jobs::OwnerId;
@@ -60,6 +61,9 @@ pub struct ShellContext {
     pub sandbox: Option<SandboxPolicy>,
     /// Where an escalation prompt for this call is routed.
     pub approval: Option<ApprovalRoute>,
+    /// Where a foreground call's output is mirrored while it runs (a front-end's live view).
+    /// Display only: results, spills and logs are the same with or without it.
+    pub output: Option<OutputTap>,
 }
 
 impl ShellContext {
@@ -77,6 +81,7 @@ impl ShellContext {
             owner: None,
             sandbox: None,
             approval: None,
+            output: None,
         }
     }
 

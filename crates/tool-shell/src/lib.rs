@@ -32,6 +32,7 @@ pub use bash::SandboxReport;
 pub use bash::StreamText;
 pub use capture::Capture;
 pub use capture::CaptureConfig;
+pub use capture::OutputTap;
 pub use context::BashConfig;
 pub use context::ShellContext;
 pub use error::ShellError;

@@ -13,8 +13,11 @@ use tokio::process::Child;
 use tokio::process::Command;
 use tokio::task::JoinHandle;
 
+use dsh_tools::OutputStream;
+
 use crate::capture::Capture;
 use crate::capture::CaptureConfig;
+use crate::capture::OutputTap;
 use crate::sandbox::Launch;
 
 /// How long the pipes may stay open after the shell itself exited before the rest of its
@@ -73,7 +76,7 @@ pub struct ShellProcess {
 
 /// Spawns `bash -c <command>` as the leader of a new process group, stdin `/dev/null`.
 /// With a `launch` wrapper (the sandbox runner) the wrapper is the group leader and `bash`
-/// runs beneath it, still in the same group.
+/// runs beneath it, still in the same group. With a `tap`, both pipes are mirrored to it live.
 pub(crate) fn spawn_shell(
     command: &str,
     cwd: &Path,
@@ -81,6 +84,7 @@ pub(crate) fn spawn_shell(
     launch: Option<&Launch>,
     stdout_config: CaptureConfig,
     stderr_config: CaptureConfig,
+    tap: Option<OutputTap>,
 ) -> io::Result<ShellProcess> {
     let mut cmd = match launch {
         Some(launch) => {
@@ -109,15 +113,18 @@ pub(crate) fn spawn_shell(
     let mut pumps = Vec::new();
     if let Some(pipe) = child.stdout.take() {
         let cap = stdout.clone();
-        pumps.push(tokio::spawn(
-            async move { cap.pump(pipe, &stdout_config).await },
-        ));
+        let tap = tap.clone();
+        pumps.push(tokio::spawn(async move {
+            let mirror = tap.as_ref().map(|tap| (tap, OutputStream::Stdout));
+            cap.pump_mirrored(pipe, &stdout_config, mirror).await;
+        }));
     }
     if let Some(pipe) = child.stderr.take() {
         let cap = stderr.clone();
-        pumps.push(tokio::spawn(
-            async move { cap.pump(pipe, &stderr_config).await },
-        ));
+        pumps.push(tokio::spawn(async move {
+            let mirror = tap.as_ref().map(|tap| (tap, OutputStream::Stderr));
+            cap.pump_mirrored(pipe, &stderr_config, mirror).await;
+        }));
     }
     Ok(ShellProcess {
         child,

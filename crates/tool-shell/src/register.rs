@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::bash;
 use crate::bash::BashArgs;
 use crate::bash::BashOutput;
+use crate::capture::OutputTap;
 use crate::context::ShellContext;
 use crate::error::ShellError;
 use crate::escalation::ApprovalRoute;
@@ -153,6 +154,10 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
             let jobs = jobs.clone();
             let sandbox = sandbox.clone();
             let route = approval_route(&run);
+            let tap = dsh_tools::output_sink(&run).map(|sink| OutputTap {
+                sink,
+                call_id: Arc::from(run.call_id()),
+            });
             async move {
                 let args: BashArgs = serde_json::from_value(args)
                     .map_err(|e| ToolError::invalid_args(&[e.to_string()]))?;
@@ -171,6 +176,9 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
                 }
                 if ctx.approval.is_none() {
                     ctx.approval = Some(route);
+                }
+                if ctx.output.is_none() {
+                    ctx.output = tap;
                 }
                 let output = bash::run(args, &ctx, run.signal().clone()).await?;
                 Ok(output)

@@ -8,7 +8,8 @@
 //! pipeline (pre-execute → approval → guards → around-dispatch → body → post-execute →
 //! finalize → result observers) including cancellation, and the vocabulary every tool crate shares:
 //! presentation cards, the standing [`SandboxMode`], and image attachments ([`ImageAttachment`],
-//! [`AttachmentStore`], [`sniff_image`]).
+//! [`AttachmentStore`], [`sniff_image`]), and the live-output seam front-ends provide
+//! ([`ToolOutputSink`]).
 //! Does not own: which tools exist (`dsh-tool-*`), when calls run (`dsh-agent`), Code Mode's
 //! `run_code` and SDK text (behind [`CodeModeTransport`]), timeouts (a wrapper plugin).
 //! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
@@ -19,6 +20,7 @@ mod definition;
 mod error;
 mod execution;
 mod hooks;
+mod output;
 mod pipeline;
 mod registry;
 mod result;
@@ -78,6 +80,10 @@ pub use hooks::PreExecuteHook;
 pub use hooks::PresentationMode;
 pub use hooks::ResultEvent;
 pub use hooks::ResultHook;
+pub use output::OutputStream;
+pub use output::ToolOutputSink;
+pub use output::output_sink;
+pub use output::output_sink_in;
 pub use pipeline::Dispatched;
 pub use pipeline::Prepared;
 pub use registry::RegistryConfig;

@@ -20,6 +20,7 @@ use dsh_kernel::Disposer;
 use dsh_protocol::Message;
 use dsh_session::Event;
 use dsh_tools::ApprovalService;
+use dsh_tools::ToolOutputSink;
 use dsh_tools::ToolRegistry;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
@@ -30,6 +31,7 @@ use crate::approval::Answer;
 use crate::approval::PendingApproval;
 use crate::approval::TuiApproval;
 use crate::input;
+use crate::live::LiveOutput;
 use crate::model::NoticeLevel;
 use crate::model::Presenters;
 use crate::model::Transcript;
@@ -75,6 +77,7 @@ struct Session {
     presenters: Presenters,
     mode: Option<Disposer>,
     _approval: Option<Disposer>,
+    _output: Option<Disposer>,
 }
 
 /// Drives one UI: owns the state, the current agent and the approval channel.
@@ -87,8 +90,8 @@ pub struct Controller {
     approval: TuiApproval,
     approvals: mpsc::UnboundedReceiver<PendingApproval>,
     files: Option<Vec<String>>,
-    output_tx: mpsc::UnboundedSender<(String, String)>,
-    output_rx: mpsc::UnboundedReceiver<(String, String)>,
+    output_tx: LiveOutput,
+    output_rx: mpsc::Receiver<(String, String)>,
     last_ctrl_c: Option<Instant>,
     quit: bool,
     /// Body height of the last frame (for page scrolling).
@@ -111,7 +114,8 @@ impl Controller {
         agent: AgentHandle,
     ) -> Self {
         let (approval, approvals) = TuiApproval::channel();
-        let session = attach(&registry, &approval, agent);
+        let (output_tx, output_rx) = LiveOutput::channel();
+        let session = attach(&registry, &approval, &output_tx, agent);
         let mut state = UiState::new(model, cwd.to_string_lossy(), session.agent.id());
         state.transcript = replay(&session);
         if !state.transcript.entries.is_empty() {
@@ -120,7 +124,6 @@ impl Controller {
                 .notice(NoticeLevel::Info, "session resumed from its log");
         }
         state.now_ms = now_ms();
-        let (output_tx, output_rx) = mpsc::unbounded_channel();
         Self {
             output_tx,
             output_rx,
@@ -146,9 +149,9 @@ impl Controller {
         &self.approval
     }
 
-    /// Where a host sends live tool output `(call_id, chunk)` for running cards (the tool
-    /// runtime has no output stream of its own yet).
-    pub fn output_sink(&self) -> mpsc::UnboundedSender<(String, String)> {
+    /// Where live tool output `(call_id, chunk)` for running cards goes. The same sink is
+    /// provided on the attached agent's scope, so its tools stream here on their own.
+    pub fn output_sink(&self) -> LiveOutput {
         self.output_tx.clone()
     }
 
@@ -459,7 +462,7 @@ impl Controller {
             pending.answer(Answer::Reject);
         }
         self.approval.reset();
-        let session = attach(&self.registry, &self.approval, agent);
+        let session = attach(&self.registry, &self.approval, &self.output_tx, agent);
         let old = std::mem::replace(&mut self.session, session);
         tokio::spawn(async move { old.agent.dispose().await });
         self.state.transcript = replay(&self.session);
@@ -484,7 +487,12 @@ impl Controller {
 #[path = "commands.rs"]
 mod commands;
 
-fn attach(registry: &Arc<ToolRegistry>, approval: &TuiApproval, agent: AgentHandle) -> Session {
+fn attach(
+    registry: &Arc<ToolRegistry>,
+    approval: &TuiApproval,
+    output: &LiveOutput,
+    agent: AgentHandle,
+) -> Session {
     let events = agent.subscribe();
     let provided = agent
         .scope()
@@ -496,6 +504,16 @@ fn attach(registry: &Arc<ToolRegistry>, approval: &TuiApproval, agent: AgentHand
             None
         }
     };
+    let live = match agent
+        .scope()
+        .provide::<dyn ToolOutputSink>(Arc::new(output.clone()))
+    {
+        Ok(disposer) => Some(disposer),
+        Err(error) => {
+            tracing::warn!(%error, "could not install the live output view");
+            None
+        }
+    };
     Session {
         presenters: Presenters::new(registry.clone(), agent.scope().clone()),
         agent,
@@ -503,6 +521,7 @@ fn attach(registry: &Arc<ToolRegistry>, approval: &TuiApproval, agent: AgentHand
         closed: false,
         mode: None,
         _approval: provided,
+        _output: live,
     }
 }
 

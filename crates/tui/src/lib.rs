@@ -2,7 +2,7 @@
 //!
 //! Owns: the transcript fold of session events ([`model`]), the frame renderer ([`view`],
 //! a pure function of [`UiState`]), the input editor, the inline approval channel
-//! ([`TuiApproval`]), the event loop and terminal safety (raw mode/alternate screen restored on
+//! ([`TuiApproval`]), live tool output into running cards ([`LiveOutput`]), the event loop and terminal safety (raw mode/alternate screen restored on
 //! exit, panic and SIGTERM).
 //! Does not own: how agents are composed (the CLI supplies a [`SessionFactory`]), tools, models.
 //! Must not depend on: `dsh-cli`, `dsh-acp`, concrete tool crates, HTTP.
@@ -12,6 +12,7 @@ mod approval;
 mod cards;
 mod controller;
 mod input;
+mod live;
 pub mod model;
 mod state;
 mod terminal;
@@ -31,6 +32,8 @@ pub use approval::PendingApproval;
 pub use approval::TuiApproval;
 pub use controller::Controller;
 pub use input::Editor;
+pub use live::LiveOutput;
+pub use live::OutputDropped;
 pub use model::CardSource;
 pub use model::Presenters;
 pub use model::Transcript;

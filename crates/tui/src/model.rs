@@ -21,6 +21,9 @@ use dsh_tools::ToolRegistry;
 use dsh_tools::ToolResultView;
 use serde_json::Value;
 
+/// How much live output a running card keeps (the bash tool's own in-memory tail).
+pub const LIVE_TAIL_BYTES: usize = 64_000;
+
 /// Where the fold gets a tool's cards from.
 pub trait CardSource {
     fn call_card(&self, name: &str, arguments: &Value) -> ToolCallView;
@@ -247,8 +250,8 @@ impl Transcript {
         });
     }
 
-    /// Live output of a running call (e.g. a terminal's stdout as it arrives). Ignored once the
-    /// call has its result: the durable result is the truth.
+    /// Live output of a running call (e.g. a terminal's stdout as it arrives), keeping the last
+    /// [`LIVE_TAIL_BYTES`]. Ignored once the call has its result: the durable result is the truth.
     pub fn append_output(&mut self, call_id: &str, chunk: &str) {
         let Some(Entry::Tool(entry)) = self
             .calls
@@ -258,7 +261,16 @@ impl Transcript {
             return;
         };
         if entry.state == ToolState::Running {
-            entry.output.get_or_insert_with(String::new).push_str(chunk);
+            let output = entry.output.get_or_insert_with(String::new);
+            output.push_str(chunk);
+            // A card shows the tail; holding more would let a chatty command grow the UI.
+            if output.len() > LIVE_TAIL_BYTES {
+                let mut cut = output.len() - LIVE_TAIL_BYTES;
+                while !output.is_char_boundary(cut) {
+                    cut += 1;
+                }
+                output.drain(..cut);
+            }
         }
     }
 

@@ -191,3 +191,29 @@ fn live_output_accumulates_until_the_result_lands() {
     t.append_output("c1", "late");
     assert!(matches!(&t.entries[0], Entry::Tool(tool) if tool.output.as_deref() == Some("final")));
 }
+
+#[test]
+fn live_output_keeps_a_bounded_tail() {
+    let call = event(
+        0,
+        "tool/call",
+        json!({"turn":1,"step":1,"callId":"c1","name":"bash","arguments":"{}"}),
+    );
+    let mut t = fold(std::slice::from_ref(&call));
+    let line = "é".repeat(1000);
+    for _ in 0..100 {
+        t.append_output("c1", &line);
+    }
+    t.append_output("c1", "end");
+    let Entry::Tool(tool) = &t.entries[0] else {
+        panic!("not a tool entry");
+    };
+    let output = tool.output.as_deref().unwrap();
+    assert!(
+        output.len() <= crate::model::LIVE_TAIL_BYTES,
+        "{}",
+        output.len()
+    );
+    assert!(output.len() > crate::model::LIVE_TAIL_BYTES - 4);
+    assert!(output.ends_with("éend"));
+}

@@ -225,6 +225,40 @@ async fn a_bash_call_renders_running_then_finished() {
 }
 
 #[tokio::test]
+async fn a_running_bash_card_shows_the_commands_own_output_live() {
+    let dir = common::workspace("bash-live");
+    let factory = TestFactory::new(&dir);
+    let args = serde_json::json!({"command": "printf 'first line\\n'; sleep 1.5; printf 'second line\\n'", "description": "Slow print"}).to_string();
+    factory
+        .adapter
+        .push_chunks(tool_call_response("call_l", "bash", &args, None));
+    factory.adapter.push_chunks(text_response("Printed."));
+    let mut ui = controller(&factory, Start::New);
+    send(&mut ui, "print slowly").await;
+    // No host feeds the sink here: the bash tool finds the UI's sink on the agent's scope.
+    until(&mut ui, "the first line while the call runs", |c| {
+        c.state
+            .transcript
+            .running_calls()
+            .any(|t| t.output.as_deref() == Some("first line\n"))
+    })
+    .await;
+    let frame_text = format!("{}", frame(&ui.state, 80, 14).backend());
+    assert!(frame_text.contains("│ first line"), "{frame_text}");
+    assert!(!frame_text.contains("│ second line"), "{frame_text}");
+    until(&mut ui, "the turn to end", idle).await;
+    let tool = ui.state.transcript.entries.iter().find_map(|e| match e {
+        Entry::Tool(t) => Some(t.clone()),
+        _ => None,
+    });
+    // The finished card is the result again, not the live tail.
+    assert_eq!(
+        tool.and_then(|t| t.output),
+        Some("first line\nsecond line\n".to_owned())
+    );
+}
+
+#[tokio::test]
 async fn an_approval_blocks_only_its_call_and_remembers_the_session_grant() {
     let dir = common::workspace("approval");
     let factory = TestFactory::new(&dir);

@@ -228,3 +228,65 @@ async fn cards_through_the_definition() {
         json!({"card":"generic","title":"Kill background job bash-3","kind":"execute"})
     );
 }
+
+/// Records each live chunk with when it arrived.
+#[derive(Default)]
+struct LiveRecorder(Mutex<Vec<(String, dsh_tools::OutputStream, String, std::time::Instant)>>);
+
+impl dsh_tools::ToolOutputSink for LiveRecorder {
+    fn output(&self, call_id: &str, stream: dsh_tools::OutputStream, chunk: &[u8]) {
+        self.0.lock().unwrap().push((
+            call_id.to_owned(),
+            stream,
+            String::from_utf8_lossy(chunk).into_owned(),
+            std::time::Instant::now(),
+        ));
+    }
+}
+
+#[tokio::test]
+async fn foreground_output_streams_live_to_the_agents_sink_without_changing_the_result() {
+    let s = setup();
+    let recorder = Arc::new(LiveRecorder::default());
+    let _provided = s
+        .agent
+        .scope()
+        .provide::<dyn dsh_tools::ToolOutputSink>(recorder.clone())
+        .unwrap();
+    let args = json!({
+        "command": "printf 'a\\nb\\n'; sleep 0.2; printf 'c\\n'; printf 'e\\n' >&2",
+        "description": "Stream",
+    });
+    let (text, is_error) = call(&s, &s.agent, "bash", args.clone()).await;
+    let ended = std::time::Instant::now();
+    // The agent without a sink gets the very same result.
+    assert_eq!(
+        call(&s, &s.other, "bash", args).await,
+        (text.clone(), is_error)
+    );
+    assert_eq!((text.as_str(), is_error), ("a\nb\nc\n[stderr]\ne\n", false));
+
+    let seen = recorder.0.lock().unwrap();
+    assert!(seen.iter().all(|(id, ..)| id == "call-1"), "{seen:?}");
+    let stdout: String = seen
+        .iter()
+        .filter(|(_, stream, ..)| *stream == dsh_tools::OutputStream::Stdout)
+        .map(|(_, _, chunk, _)| chunk.as_str())
+        .collect();
+    let stderr: String = seen
+        .iter()
+        .filter(|(_, stream, ..)| *stream == dsh_tools::OutputStream::Stderr)
+        .map(|(_, _, chunk, _)| chunk.as_str())
+        .collect();
+    assert_eq!((stdout.as_str(), stderr.as_str()), ("a\nb\nc\n", "e\n"));
+    // `a\nb\n` came while the command still slept, well before the call ended.
+    let (_, _, first, at) = &seen[0];
+    assert_eq!(first, "a\nb\n");
+    assert!(ended.duration_since(*at) >= std::time::Duration::from_millis(150));
+    let c_at = seen
+        .iter()
+        .find(|(_, _, chunk, _)| chunk.contains('c'))
+        .unwrap()
+        .3;
+    assert!(c_at.duration_since(*at) >= std::time::Duration::from_millis(150));
+}
