@@ -1,9 +1,9 @@
 //! The composition root: builds the plugin tree from configuration and creates agents.
 //!
 //! Process-wide plugins mount once on the root scope (tool registry, shell tools and the jobs
-//! runtime, todo, the spill policy). Per-session pieces (file tools bound to the session's cwd
-//! and file policy, the todo sink, job notices) attach to each agent's own scope, so disposing
-//! an agent removes exactly what was added for it.
+//! runtime, todo, the spill policy, the hook bridges). Per-session pieces (file tools bound to
+//! the session's cwd and file policy, the todo and hook sinks, job notices) attach to each
+//! agent's own scope, so disposing an agent removes exactly what was added for it.
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -178,6 +178,30 @@ impl Harness {
                 },
             )?;
         }
+        for (name, dialect, hooks) in [
+            (
+                "hooks-claude-code",
+                dsh_hooks::Dialect::ClaudeCode,
+                &settings.hooks_claude_code,
+            ),
+            (
+                "hooks-codex",
+                dsh_hooks::Dialect::Codex,
+                &settings.hooks_codex,
+            ),
+        ] {
+            let Some(path) = &hooks.config_path else {
+                continue;
+            };
+            if !config.plugin_enabled(name, true)? {
+                continue;
+            }
+            // Upstream resolves the file from the launch cwd, once: one file for every session.
+            let path = std::env::current_dir()?.join(path);
+            if let Some(hooks) = dsh_hooks::HooksConfig::load(dialect, &path)? {
+                dsh_hooks::install(&registry, &root, hooks);
+            }
+        }
         // Code Mode is always available so a session can switch presentation (`/mode`); it only
         // changes what the model sees when the mode is `code` or `both`.
         if config.plugin_enabled("code", true)? {
@@ -279,6 +303,10 @@ impl Harness {
         scope.provide(state.clone())?;
         scope.provide::<dyn dsh_code::CodeDispatchLog>(Arc::new(LogCodeDispatch(log.clone())))?;
         scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;
+        scope.provide::<dyn dsh_hooks::HookSink>(Arc::new(LogHookSink {
+            log: log.clone(),
+            cwd: cwd.to_path_buf(),
+        }))?;
         self.register_fs_tools(&scope, &state)?;
         self.shell.attach(&handle)?;
         Ok(handle)
@@ -500,6 +528,25 @@ impl TodoSink for LogTodoSink {
             .append("todo/write", json!({ "todos": todos }), None)
             .map(drop)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// Appends `hook/invoked` / `hook/result` with the open turn, and gives hooks the session cwd.
+struct LogHookSink {
+    log: SessionLog,
+    cwd: PathBuf,
+}
+
+impl dsh_hooks::HookSink for LogHookSink {
+    fn record(&self, event: &dsh_hooks::HookEvent) {
+        let turns = self.log.turn_state();
+        let turn = turns.open_turn.unwrap_or(turns.last_turn);
+        if let Err(error) = self.log.append(event.event_type(), event.data(turn), None) {
+            tracing::warn!(%error, "cannot log a hook event");
+        }
+    }
+    fn cwd(&self) -> Option<PathBuf> {
+        Some(self.cwd.clone())
     }
 }
 

@@ -81,6 +81,15 @@ pub struct TodoSettings {
     pub allow_parallel_in_progress: bool,
 }
 
+/// `[plugins.hooks-claude-code]` and `[plugins.hooks-codex]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSettings {
+    /// The bridge's hook file, resolved against the process's launch cwd and read once; absent
+    /// = the bridge is off, a missing file = no hooks.
+    pub config_path: Option<PathBuf>,
+}
+
 /// `[prompt]`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +119,8 @@ pub struct Settings {
     pub fs: FsSettings,
     pub spill: SpillSettings,
     pub todo: TodoSettings,
+    pub hooks_claude_code: HooksSettings,
+    pub hooks_codex: HooksSettings,
     pub persona: String,
     /// `[[mcp.servers]]`
     pub mcp_servers: Vec<dsh_mcp::McpServerConfig>,
@@ -174,6 +185,8 @@ impl Settings {
             fs: plugin(config, "fs")?,
             spill: plugin(config, "spill")?,
             todo: plugin(config, "todo")?,
+            hooks_claude_code: plugin(config, "hooks-claude-code")?,
+            hooks_codex: plugin(config, "hooks-codex")?,
             persona: prompt.persona.unwrap_or_else(|| DEFAULT_PERSONA.to_owned()),
             mcp_servers: match config.get("mcp.servers") {
                 Some(servers) => serde_json::from_value(servers.clone())

@@ -56,6 +56,14 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
         // Without the overlay there was no attachment store, so no `read_image` either.
         toml.push_str("[plugins.attachments]\nenabled = false\n\n");
     }
+    if uses("acp-agent/cordis.yml") {
+        // The base composition mounts both hook bridges on launch-cwd files; a scenario
+        // without them in its workspace has no hooks.
+        toml.push_str(concat!(
+            "[plugins.hooks-claude-code]\nconfig_path = \"hooks.json\"\n\n",
+            "[plugins.hooks-codex]\nconfig_path = \"codex-hooks.json\"\n\n",
+        ));
+    }
     if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
         let _ = write!(toml, "[tools]\nmode = {}\n\n", quote(mode));
     }
@@ -95,7 +103,18 @@ mod tests {
         let base = spec(
             serde_json::json!({"suite": "acp", "name": "x", "upstream": {"config_files": ["examples/acp-agent/cordis.yml"]}}),
         );
-        assert!(config_toml(&base, Path::new("/h")).contains("[plugins.spill]\nenabled = false"));
+        let base = config_toml(&base, Path::new("/h"));
+        assert!(base.contains("[plugins.spill]\nenabled = false"));
+        let parsed: toml::Table = toml::from_str(&base).unwrap();
+        let plugins = &parsed["plugins"];
+        assert_eq!(
+            plugins["hooks-claude-code"]["config_path"].as_str(),
+            Some("hooks.json")
+        );
+        assert_eq!(
+            plugins["hooks-codex"]["config_path"].as_str(),
+            Some("codex-hooks.json")
+        );
         let search = spec(
             serde_json::json!({"suite": "acp", "name": "y", "mode": "code",
             "upstream": {"config_files": ["examples/acp-agent/tests/fs-search.cordis.yml"]}}),

@@ -29,8 +29,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "session-query",
     "dynamic-packages",
     "ask-user",
-    "hooks-claude-code",
-    "hooks-codex",
     "workspace-instructions",
     "session-title",
     "compaction",
