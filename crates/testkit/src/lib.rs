@@ -13,6 +13,7 @@
 //! - `dsh-conformance [--bin DSH] [--report FILE] [--verbose] [--wait-ms N] DIR...`.
 
 pub mod acp;
+mod aux_server;
 mod binding;
 pub mod composition;
 pub mod error;

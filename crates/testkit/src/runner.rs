@@ -21,10 +21,8 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "subagent",
     "workflow",
     "ralph",
-    "skill",
     "lsp",
     "pty",
-    "web-fetch",
     "goal",
     "session-query",
     "dynamic-packages",
@@ -283,6 +281,8 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
     )
     .await
     .map_err(|e| e.to_string())?;
+    // Held until the judged run is over; dropping it stops the servers.
+    let _aux = crate::aux_server::start(&scenario.dir).await?;
     let env = spec
         .env
         .iter()
