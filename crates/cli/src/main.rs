@@ -15,6 +15,7 @@ mod mcp_cmd;
 mod sessions;
 mod settings;
 mod shell;
+mod skills;
 mod titles;
 mod tools_cmd;
 mod tui;
