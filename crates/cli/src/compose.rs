@@ -135,7 +135,6 @@ impl Harness {
         let root = Scope::root();
         let hooks =
             dsh_agent::AgentHooks::install(&root).context("cannot install the agent hooks")?;
-        crate::titles::install(&hooks, &root);
         let registry = ToolRegistry::install(
             &root,
             RegistryConfig {
@@ -154,6 +153,8 @@ impl Harness {
         }
         let adapter: Arc<dyn ModelAdapter> =
             Arc::new(DeepSeekAdapter::new(deepseek).context("invalid model configuration")?);
+        let llm_titles = crate::titles::llm_titles(&config, adapter.clone())?;
+        crate::titles::install(&hooks, &root, llm_titles);
         let spill = match &settings.spill.root {
             Some(root) => SpillStore::new(root),
             None => SpillStore::in_temp_dir(),

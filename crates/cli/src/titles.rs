@@ -3,28 +3,59 @@
 //! `dsh sessions list`, `dsh resume` and editors (`session_info_update`) show something better
 //! than an id.
 
+use std::sync::Arc;
+
 use dsh_agent::AgentHandle;
 use dsh_agent::AgentHooks;
 use dsh_agent::RequestInput;
 use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
+use dsh_session::Event;
 use dsh_session::data::SessionTitle;
 use dsh_session::data::TitleSource;
 use dsh_session::kind;
+
+#[path = "titles_llm.rs"]
+mod llm;
+pub use llm::LlmTitles;
+pub use llm::TitleSettings;
 
 /// At most this many words…
 const MAX_WORDS: usize = 5;
 /// …and this many UTF-8 bytes.
 const MAX_BYTES: usize = 40;
 
-/// Titles every agent under `owner` that reaches a request without one.
-pub fn install(hooks: &AgentHooks, owner: &Scope) -> Disposer {
-    hooks.request.register(owner, |input: RequestInput, next| {
-        Box::pin(async move {
-            title_if_untitled(&input.agent);
-            next.run(input).await
+/// Titles every agent under `owner` that reaches a request without one; with `llm`, a top-level
+/// session's first request also starts the model-generated title.
+pub fn install(hooks: &AgentHooks, owner: &Scope, llm: Option<Arc<LlmTitles>>) -> Disposer {
+    hooks
+        .request
+        .register(owner, move |input: RequestInput, next| {
+            let llm = llm.clone();
+            Box::pin(async move {
+                title_if_untitled(&input.agent);
+                let agent = input.agent.clone();
+                let config = next.run(input).await?;
+                if let Some(llm) = &llm {
+                    llm.arm(&agent, &config);
+                }
+                Ok(config)
+            })
         })
-    })
+}
+
+/// The `[plugins.session-title]` provider, or `None` when it is disabled.
+pub fn llm_titles(
+    config: &crate::config::Config,
+    adapter: Arc<dyn dsh_llm::ModelAdapter>,
+) -> anyhow::Result<Option<Arc<LlmTitles>>> {
+    if !config.plugin_enabled("session-title", true)? {
+        return Ok(None);
+    }
+    let settings: TitleSettings =
+        serde_json::from_value(config.plugin_settings("session-title"))
+            .map_err(|e| anyhow::anyhow!("invalid [plugins.session-title]: {e}"))?;
+    Ok(Some(LlmTitles::new(settings, adapter)))
 }
 
 fn title_if_untitled(agent: &AgentHandle) {
@@ -33,6 +64,26 @@ fn title_if_untitled(agent: &AgentHandle) {
     if events.iter().any(|event| event.kind == kind::SESSION_TITLE) {
         return;
     }
+    let Some((seq, text)) = first_prompt(&events) else {
+        return;
+    };
+    let title = fallback_title(&text);
+    if title.is_empty() {
+        return;
+    }
+    let data = SessionTitle {
+        title,
+        message_seqs: vec![seq],
+        source: TitleSource::Fallback,
+    };
+    if let Err(error) = log.append_data(&data, None) {
+        tracing::warn!(%error, "cannot record the session title");
+    }
+}
+
+/// The seq and text of the session's first human `user/message` (text blocks joined by a
+/// space).
+fn first_prompt(events: &[Arc<Event>]) -> Option<(u64, String)> {
     let prompt = events.iter().find(|event| {
         event.kind == kind::USER_MESSAGE
             && event
@@ -40,9 +91,8 @@ fn title_if_untitled(agent: &AgentHandle) {
                 .pointer("/source/kind")
                 .and_then(serde_json::Value::as_str)
                 == Some("user")
-    });
-    let Some(prompt) = prompt else { return };
-    let text: String = prompt
+    })?;
+    let text = prompt
         .data
         .get("content")
         .and_then(serde_json::Value::as_array)
@@ -51,18 +101,7 @@ fn title_if_untitled(agent: &AgentHandle) {
         .filter_map(|block| block.get("text").and_then(serde_json::Value::as_str))
         .collect::<Vec<_>>()
         .join(" ");
-    let title = fallback_title(&text);
-    if title.is_empty() {
-        return;
-    }
-    let data = SessionTitle {
-        title,
-        message_seqs: vec![prompt.seq],
-        source: TitleSource::Fallback,
-    };
-    if let Err(error) = log.append_data(&data, None) {
-        tracing::warn!(%error, "cannot record the session title");
-    }
+    Some((prompt.seq, text))
 }
 
 /// The first words of `text` (control characters dropped), within the word and byte budgets.

@@ -158,7 +158,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .unwrap()
 }
 
-const VISION: &str = "[plugins.sandbox]\nmode = \"danger-full-access\"\n\n[model]\nname = \"vision-test\"\n\n[[model.catalog]]\nid = \"vision-test\"\ninput = [\"text\", \"image\"]\n";
+const VISION: &str = "[plugins.sandbox]\nmode = \"danger-full-access\"\n\n[model]\nname = \"vision-test\"\n\n[[model.catalog]]\nid = \"vision-test\"\ninput = [\"text\", \"image\"]\n\n[plugins.session-title]\nenabled = false\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_and_tool_images_reach_an_image_capable_model_as_data_urls() {

@@ -53,8 +53,18 @@ fn events(home: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The scripted model servers answer the agent's requests in order; the LLM session-title side
+/// request would consume one of them.
+fn no_llm_titles(home: &Path) {
+    let path = home.join("config.toml");
+    if !path.exists() {
+        std::fs::write(path, "[plugins.session-title]\nenabled = false\n").unwrap();
+    }
+}
+
 /// `dsh exec <task>` in `workspace` with an isolated home against the replay server.
 fn exec(task: &str, workspace: &Path, home: &Path, base_url: &str) -> std::process::Output {
+    no_llm_titles(home);
     std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
         .args(["exec", task])
         .current_dir(workspace)
@@ -147,6 +157,7 @@ struct Acp {
 impl Acp {
     fn start(workspace: &Path, home: &Path, base_url: &str) -> Self {
         use tokio::io::AsyncBufReadExt;
+        no_llm_titles(home);
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
             .arg("acp")
             .current_dir(workspace)

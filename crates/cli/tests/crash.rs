@@ -65,7 +65,7 @@ async fn a_killed_exec_leaves_a_repairable_log() {
     .unwrap();
     std::fs::write(
         home.path().join("config.toml"),
-        "[plugins.sandbox]\nmode = \"danger-full-access\"\n",
+        "[plugins.sandbox]\nmode = \"danger-full-access\"\n\n[plugins.session-title]\nenabled = false\n",
     )
     .unwrap();
 

@@ -28,6 +28,11 @@ fn scenario(task: &str, entry: Value) -> Scenario {
 
 /// Runs `dsh <args>` in `workspace` with an isolated home; `base_url` of the model, if any.
 fn dsh(args: &[&str], workspace: &Path, home: &Path, base_url: Option<&str>) -> Output {
+    // The scripted model answers requests in order; the LLM title side request would take one.
+    let config = home.join("config.toml");
+    if !config.exists() {
+        std::fs::write(config, "[plugins.session-title]\nenabled = false\n").unwrap();
+    }
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
     command
         .args(args)

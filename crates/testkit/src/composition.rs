@@ -64,6 +64,13 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             "[plugins.hooks-codex]\nconfig_path = \"codex-hooks.json\"\n\n",
         ));
     }
+    if uses("/session-title.cordis.yml") {
+        // The overlay's LLM title provider capped the title reply at 32 output tokens.
+        toml.push_str("[plugins.session-title]\nmax_tokens = 32\n\n");
+    } else {
+        // The other compositions had no LLM title provider (and no title route to replay).
+        toml.push_str("[plugins.session-title]\nenabled = false\n\n");
+    }
     if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
         let _ = write!(toml, "[tools]\nmode = {}\n\n", quote(mode));
     }
@@ -105,6 +112,13 @@ mod tests {
         );
         let base = config_toml(&base, Path::new("/h"));
         assert!(base.contains("[plugins.spill]\nenabled = false"));
+        assert!(base.contains("[plugins.session-title]\nenabled = false"));
+        let titled = spec(
+            serde_json::json!({"suite": "acp", "name": "t", "upstream": {"config_files": [
+            "examples/acp-agent/session-title.cordis.yml", "examples/acp-agent/cordis.yml"]}}),
+        );
+        let titled = config_toml(&titled, Path::new("/h"));
+        assert!(titled.contains("[plugins.session-title]\nmax_tokens = 32"));
         let parsed: toml::Table = toml::from_str(&base).unwrap();
         let plugins = &parsed["plugins"];
         assert_eq!(

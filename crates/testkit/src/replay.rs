@@ -363,6 +363,11 @@ async fn handle(
             sse::prefix_frames(&entry, &response_id, &model),
             None,
         ),
+        EntryKind::Response if route == "title" => title_response(
+            &shared,
+            sse::response_frames(&entry, &response_id, &model),
+            session,
+        ),
         EntryKind::Response => stream_response(
             &shared,
             sse::response_frames(&entry, &response_id, &model),
@@ -423,6 +428,61 @@ fn stream_response(
                 .boxed()
         }
     };
+    sse_response(body)
+}
+
+/// Upstream paced its title replies (10 ms per chunk) so they landed after the main turn.
+const TITLE_PACE: Duration = Duration::from_millis(10);
+/// How long the main route must stay idle before a title reply starts…
+const TITLE_SETTLE: Duration = Duration::from_millis(150);
+/// …waiting at most this long for that.
+const TITLE_HOLD_LIMIT: Duration = Duration::from_secs(2);
+
+/// A title reply, held until the session's main script is drained and no other response is
+/// streaming (so the harness has had time to close its turn), then paced chunk by chunk. This
+/// reproduces the recorded order (title after the turn) independently of machine load.
+fn title_response(shared: &Arc<Shared>, frames: Vec<String>, session: usize) -> Response {
+    let guard = InFlight::new(shared);
+    let waiter = shared.clone();
+    let hold = futures::stream::once(async move { main_settled(&waiter, session).await })
+        .filter_map(|()| async { None::<std::result::Result<Bytes, std::io::Error>> });
+    let frames = futures::stream::iter(frames).then(|f| async move {
+        tokio::time::sleep(TITLE_PACE).await;
+        Ok::<Bytes, std::io::Error>(Bytes::from(f))
+    });
+    let body = hold
+        .chain(frames)
+        .map(move |f| {
+            let _keep = &guard;
+            f
+        })
+        .boxed();
+    sse_response(body)
+}
+
+async fn main_settled(shared: &Shared, session: usize) {
+    let started = tokio::time::Instant::now();
+    let mut idle_since: Option<tokio::time::Instant> = None;
+    while started.elapsed() < TITLE_HOLD_LIMIT {
+        let drained = {
+            let st = shared.lock();
+            let key = (session, "main".to_owned());
+            let total = st.scripts.get(&key).map_or(0, Vec::len);
+            st.cursors.get(&key).copied().unwrap_or(0) >= total
+        };
+        // This reply's own guard is the one response allowed in flight.
+        let idle = drained && shared.in_flight.load(Ordering::SeqCst) <= 1;
+        match (idle, idle_since) {
+            (false, _) => idle_since = None,
+            (true, None) => idle_since = Some(tokio::time::Instant::now()),
+            (true, Some(since)) if since.elapsed() >= TITLE_SETTLE => return,
+            (true, Some(_)) => {}
+        }
+        tokio::time::sleep(TITLE_PACE).await;
+    }
+}
+
+fn sse_response(body: futures::stream::BoxStream<'static, std::io::Result<Bytes>>) -> Response {
     let mut resp = Response::new(Body::from_stream(body));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

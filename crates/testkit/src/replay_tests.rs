@@ -287,3 +287,34 @@ async fn refuses_non_loopback() {
         .unwrap_err();
     assert!(err.to_string().contains("non-loopback"));
 }
+
+#[tokio::test]
+async fn title_replies_wait_until_the_main_route_is_drained_and_idle() {
+    let s = scenario(
+        &[
+            text_entry(0, 0, "A"),
+            json!({"session": 0, "route": "title", "index": 0, "kind": "response", "content": "T",
+            "finish_reason": "stop", "match": {"system_prefix": "Create a concise title"},
+            "stream": [{"content": "T"}]}),
+        ],
+        json!([]),
+    );
+    let server = Arc::new(start(&s, None).await);
+    let title = json!({"model": "t", "messages": [{"role": "system", "content": "Create a concise title for this."}, {"role": "user", "content": "x"}]});
+    let started = std::time::Instant::now();
+    let pending = {
+        let server = server.clone();
+        tokio::spawn(async move { post(&server, None, &title).await.text().await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !pending.is_finished(),
+        "the title reply must wait for the main route"
+    );
+    let main = post(&server, None, &chat("x")).await.text().await.unwrap();
+    let main_done = started.elapsed();
+    assert_eq!(content_of(&main), "A");
+    assert_eq!(content_of(&pending.await.unwrap()), "T");
+    assert!(started.elapsed() >= main_done + TITLE_SETTLE / 2);
+    assert!(server.unconsumed().is_empty());
+}

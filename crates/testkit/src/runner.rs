@@ -28,7 +28,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "dynamic-packages",
     "ask-user",
     "workspace-instructions",
-    "session-title",
     "compaction",
     "test-fixture",
     "pwsh",
