@@ -286,6 +286,12 @@ async fn dsh_in_a_terminal_against_the_replay_server() {
     let home = dir.join("home");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::create_dir_all(&home).unwrap();
+    // The replay script holds only the main conversation: no title side request.
+    std::fs::write(
+        home.join("config.toml"),
+        "[plugins.session-title]\nenabled = false\n",
+    )
+    .unwrap();
     let outside = dir.join("outside.txt");
     let prompt = "write the outside file";
     let command = format!(
