@@ -110,25 +110,36 @@ pub fn fallback_title(text: &str) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    let mut title = String::new();
-    for word in cleaned.split_whitespace().take(MAX_WORDS) {
-        let separator = usize::from(!title.is_empty());
-        if title.len() + separator + word.len() > MAX_BYTES {
-            if title.is_empty() {
-                let mut end = MAX_BYTES;
-                while !word.is_char_boundary(end) {
-                    end -= 1;
-                }
-                title.push_str(&word[..end]);
+    let mut words = cleaned.split_whitespace().take(MAX_WORDS).peekable();
+    let title = join_within(words.clone(), MAX_BYTES);
+    match words.peek() {
+        // A first word longer than the budget is cut at a character boundary instead.
+        Some(first) if title.is_empty() => {
+            let mut end = MAX_BYTES.min(first.len());
+            while !first.is_char_boundary(end) {
+                end -= 1;
             }
+            first[..end].to_owned()
+        }
+        _ => title,
+    }
+}
+
+/// Joins `words` with single spaces, stopping before the first word that would make the
+/// result longer than `max_bytes`.
+pub fn join_within<'a>(words: impl Iterator<Item = &'a str>, max_bytes: usize) -> String {
+    let mut joined = String::new();
+    for word in words {
+        let separator = usize::from(!joined.is_empty());
+        if joined.len() + separator + word.len() > max_bytes {
             break;
         }
         if separator == 1 {
-            title.push(' ');
+            joined.push(' ');
         }
-        title.push_str(word);
+        joined.push_str(word);
     }
-    title
+    joined
 }
 
 #[cfg(test)]

@@ -324,18 +324,7 @@ pub fn sanitize_title(raw: &str) -> String {
         .strip_suffix('.')
         .unwrap_or(line)
         .trim_matches(WRAPPERS);
-    let mut title = String::new();
-    for word in line.split_whitespace() {
-        let separator = usize::from(!title.is_empty());
-        if title.len() + separator + word.len() > MAX_TITLE_BYTES {
-            break;
-        }
-        if separator == 1 {
-            title.push(' ');
-        }
-        title.push_str(word);
-    }
-    title
+    super::join_within(line.split_whitespace(), MAX_TITLE_BYTES)
 }
 
 #[cfg(test)]

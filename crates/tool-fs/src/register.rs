@@ -13,7 +13,6 @@ use dsh_tools::ApprovalRequest;
 use dsh_tools::ApprovalService;
 use dsh_tools::DefineError;
 use dsh_tools::PostDecision;
-use dsh_tools::RegisterError;
 use dsh_tools::Tool;
 use dsh_tools::ToolDefinition;
 use dsh_tools::ToolError;
@@ -40,13 +39,8 @@ use crate::write;
 /// `glob`/`grep` deadline (`timeoutMs`), enforced by the timeout wrapper.
 const SEARCH_TIMEOUT_MS: u64 = 30_000;
 
-#[derive(Debug, thiserror::Error)]
-pub enum FsRegisterError {
-    #[error(transparent)]
-    Define(#[from] DefineError),
-    #[error(transparent)]
-    Register(#[from] RegisterError),
-}
+/// Why the tools could not be set up (kept as a name for callers).
+pub type FsRegisterError = dsh_tools::SetupError;
 
 fn tool_error(err: FsError) -> ToolError {
     match (err.class_name(), err.code) {

@@ -8,7 +8,6 @@ use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
 use dsh_tools::ApprovalService;
 use dsh_tools::DefineError;
-use dsh_tools::RegisterError;
 use dsh_tools::ResultView;
 use dsh_tools::Tool;
 use dsh_tools::ToolDefinition;
@@ -56,14 +55,8 @@ pub struct ShellTools {
     pub sandbox: Option<SandboxConfig>,
 }
 
-/// Why registration failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ShellRegisterError {
-    #[error(transparent)]
-    Define(#[from] DefineError),
-    #[error(transparent)]
-    Register(#[from] RegisterError),
-}
+/// Why the tools could not be set up (kept as a name for callers).
+pub type ShellRegisterError = dsh_tools::SetupError;
 
 impl From<ShellError> for ToolError {
     fn from(error: ShellError) -> Self {

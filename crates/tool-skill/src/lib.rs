@@ -19,7 +19,6 @@ use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_tools::DefineError;
-use dsh_tools::RegisterError;
 use dsh_tools::Tool;
 use dsh_tools::ToolCallKind;
 use dsh_tools::ToolCallView;
@@ -210,14 +209,8 @@ pub fn definition(roots: SkillRoots, cwd: CwdResolver) -> Result<ToolDefinition,
         .build()
 }
 
-/// Why `skill` could not be registered.
-#[derive(Debug, thiserror::Error)]
-pub enum SkillRegisterError {
-    #[error(transparent)]
-    Define(#[from] DefineError),
-    #[error(transparent)]
-    Register(#[from] RegisterError),
-}
+/// Why the tools could not be set up (kept as a name for callers).
+pub type SkillRegisterError = dsh_tools::SetupError;
 
 /// Registers `skill` in `scope`'s layer.
 pub fn register(

@@ -10,7 +10,6 @@ use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_tools::DefineError;
-use dsh_tools::RegisterError;
 use dsh_tools::Tool;
 use dsh_tools::ToolCallKind;
 use dsh_tools::ToolCallView;
@@ -209,14 +208,8 @@ pub fn definition(config: TodoConfig) -> Result<ToolDefinition, DefineError> {
         .build()
 }
 
-/// Why `todo_write` could not be registered.
-#[derive(Debug, thiserror::Error)]
-pub enum TodoRegisterError {
-    #[error(transparent)]
-    Define(#[from] DefineError),
-    #[error(transparent)]
-    Register(#[from] RegisterError),
-}
+/// Why the tools could not be set up (kept as a name for callers).
+pub type TodoRegisterError = dsh_tools::SetupError;
 
 /// Registers `todo_write` in `scope`'s layer.
 pub fn register(

@@ -199,6 +199,15 @@ pub enum DefineError {
 }
 
 /// A registration the registry refuses. Nothing is left registered.
+/// Why a tool crate could not set up its tools: building a definition or registering it.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Define(#[from] DefineError),
+    #[error(transparent)]
+    Register(#[from] RegisterError),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegisterError {

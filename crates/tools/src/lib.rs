@@ -54,6 +54,7 @@ pub use error::RUN_CODE;
 pub use error::RegisterError;
 pub use error::RestrictError;
 pub use error::SchemasError;
+pub use error::SetupError;
 pub use error::ToolError;
 pub use error::ToolFailure;
 pub use error::messages;
