@@ -28,7 +28,13 @@ use clap::Subcommand;
 
 /// dsh: an agent harness for DeepSeek models, built around one guarded tool runtime.
 #[derive(Debug, Parser)]
-#[command(name = "dsh", version, about, long_about = None)]
+#[command(
+    name = "dsh",
+    version,
+    about,
+    long_about = None,
+    after_help = "With no command, dsh opens the interactive terminal UI in the current folder."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
