@@ -1,4 +1,5 @@
-//! The `dsh` binary: the composition root and the only crate that writes to the terminal.
+//! The `dsh` binary: argv → configuration → host (`dsh-host`) → front-end. The only crate that
+//! writes to the terminal; no plugin logic lives here.
 //!
 //! stdout rules: `dsh exec` prints the final answer (text) or JSON lines (stream-json) and
 //! nothing else; `dsh acp` writes only protocol frames to stdout. Diagnostics go to stderr
@@ -7,16 +8,11 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod acp;
-mod compose;
-mod config;
 mod exec;
-mod images;
+mod host;
 mod mcp_cmd;
+mod prompt_images;
 mod sessions;
-mod settings;
-mod shell;
-mod skills;
-mod titles;
 mod tools_cmd;
 mod tui;
 
@@ -113,11 +109,14 @@ enum McpCommand {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Print the effective configuration and where each table came from.
+    /// Validate the configuration, then print it with the layer each key came from.
     Show {
         /// The project folder whose `.dsh/config.toml` applies (default: the current folder).
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Print JSON (the effective tree and each key's origin) instead of TOML.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -151,8 +150,8 @@ fn main() -> ExitCode {
             command: SessionsCommand::Show { id },
         }) => sessions::show(&id),
         Some(Command::Config {
-            command: ConfigCommand::Show { cwd },
-        }) => config_show(cwd),
+            command: ConfigCommand::Show { cwd, json },
+        }) => config_show(cwd, json),
     };
     match result {
         Ok(code) => code,
@@ -168,7 +167,7 @@ fn init_tracing(to_file: bool) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let file = to_file
         .then(|| {
-            let dir = config::dsh_home().ok()?.join("logs");
+            let dir = dsh_host::config::dsh_home().ok()?.join("logs");
             std::fs::create_dir_all(&dir).ok()?;
             std::fs::OpenOptions::new()
                 .create(true)
@@ -188,19 +187,15 @@ fn init_tracing(to_file: bool) {
     };
 }
 
-fn config_show(cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let cwd = match cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir()?,
-    };
-    let config = config::Config::load(&cwd, &config::Overrides::default())?;
-    println!("# home: {}", config.home.display());
-    for (layer, path) in &config.files {
-        println!("# {layer} file: {}", path.display());
-    }
-    for (key, value) in config.tree() {
-        println!("[{key}] (from {})", config.source(key));
-        println!("{}", serde_json::to_string_pretty(value)?);
+fn config_show(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let cwd = host::cwd_or_current(cwd)?;
+    let config = dsh_host::Config::load(&cwd, &dsh_host::Overrides::default())?;
+    let table = dsh_host::builtin_plugins();
+    if json {
+        let value = dsh_host::show::render_json(&config, &table)?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", dsh_host::show::render_toml(&config, &table)?);
     }
     Ok(ExitCode::SUCCESS)
 }

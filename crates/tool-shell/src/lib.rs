@@ -8,7 +8,9 @@
 //! sandboxing under bubblewrap per [`SandboxMode`], denial markers, fail-closed runner
 //! failures, and one-call escalation through the tool runtime's approval seam.
 //! Does not own: when tools run or how results are logged (`dsh-tools`, `dsh-agent`).
-//! Must not depend on: `dsh-agent`, other concrete tool crates.
+//! [`JobsPlugin`] (`[plugins.jobs]`) and [`BashPlugin`] (`[plugins.bash]`) mount them through
+//! the host's seams, with the job-notice policy.
+//! Must not depend on: other concrete tool crates, the host, a front-end.
 
 mod background;
 pub mod bash;
@@ -19,6 +21,7 @@ pub mod escalation;
 pub mod job_tools;
 pub mod jobs;
 pub mod notice;
+mod plugin;
 mod process;
 pub mod register;
 pub mod sandbox;
@@ -45,6 +48,12 @@ pub use jobs::OwnerId;
 pub use jobs::PublicJob;
 pub use notice::WakeBudget;
 pub use notice::notice_message;
+pub use plugin::BashPlugin;
+pub use plugin::BashSettings;
+pub use plugin::Completion;
+pub use plugin::JobsPlugin;
+pub use plugin::JobsSettings;
+pub use plugin::job_lines;
 pub use process::kill_group;
 pub use register::ShellTools;
 pub use register::register_shell_tools;

@@ -9,9 +9,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::path::PathBuf;
 
-use serde::Deserialize;
-use serde::Serialize;
-
+pub use dsh_tools::ApprovalPolicy;
 pub use dsh_tools::SandboxMode;
 
 use crate::bash::SandboxPermissions;
@@ -22,25 +20,6 @@ impl From<SandboxPermissions> for SandboxMode {
         match value {
             SandboxPermissions::WorkspaceWrite => Self::WorkspaceWrite,
             SandboxPermissions::DangerFullAccess => Self::DangerFullAccess,
-        }
-    }
-}
-
-/// Whether approval prompts may be raised (`dsh-user-approval` policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalPolicy {
-    Ask,
-    Never,
-}
-
-impl ApprovalPolicy {
-    /// The `dsh-base` rule: `never` iff `danger-full-access`, else `ask`.
-    pub fn default_for(mode: SandboxMode) -> Self {
-        if mode == SandboxMode::DangerFullAccess {
-            Self::Never
-        } else {
-            Self::Ask
         }
     }
 }

@@ -92,5 +92,6 @@ pub use registry::ToolFilter;
 pub use registry::ToolRegistry;
 pub use result::ResultView;
 pub use result::ToolResult;
+pub use sandbox::ApprovalPolicy;
 pub use sandbox::SandboxMode;
 pub use tokio_util::sync::CancellationToken;
