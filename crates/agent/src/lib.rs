@@ -35,6 +35,8 @@ pub use hooks::PreStepInput;
 pub use hooks::Recovery;
 pub use hooks::RequestErrorInput;
 pub use hooks::RequestInput;
+pub use hooks::SessionSource;
+pub use hooks::SessionStarted;
 pub use hooks::TurnStopping;
 pub use prompt::PromptConfig;
 pub use prompt::PromptRegistry;
