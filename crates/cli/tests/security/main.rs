@@ -4,5 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod escapes;
+mod key;
 mod support;
 mod trust;

@@ -70,6 +70,7 @@ pub fn dsh_for(user: User) -> PathBuf {
     SHARED
         .get_or_init(|| {
             use std::os::unix::fs::PermissionsExt;
+            remove_stale_links();
             let dir = std::env::temp_dir().join(format!("dsh-bin-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -82,6 +83,22 @@ pub fn dsh_for(user: User) -> PathBuf {
             target
         })
         .clone()
+}
+
+/// Links left by earlier test processes hold on to their (since rebuilt) binaries.
+fn remove_stale_links() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("dsh-bin-")) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A workspace and a dsh home, owned by `user`.
