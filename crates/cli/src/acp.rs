@@ -15,7 +15,6 @@ use dsh_acp::SessionFactory;
 use dsh_acp::SessionParts;
 use dsh_acp::StoredSession;
 use dsh_agent::AgentHandle;
-use dsh_host::Overrides;
 use dsh_host::SessionHost;
 use dsh_kernel::BoxFuture;
 use dsh_session::data::RequestHeader;
@@ -26,7 +25,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let host = crate::host::start(&cwd, Overrides::default()).await?;
+        let host = crate::host::start(&cwd, crate::host::overrides()).await?;
         let _watch = crate::host::watch_and_log(&host);
         let factory = Arc::new(Factory {
             sessions: host.sessions(),

@@ -41,7 +41,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("a task is required, for example: dsh exec \"run the tests\"");
     }
     let cwd = crate::host::cwd_or_current(args.cwd)?;
-    let mut overrides = Overrides::default();
+    let mut overrides = crate::host::overrides();
     if let Some(model) = args.model {
         overrides.set("model.name", model);
     }

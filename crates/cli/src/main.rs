@@ -14,6 +14,7 @@ mod mcp_cmd;
 mod prompt_images;
 mod sessions;
 mod tools_cmd;
+mod trust;
 mod tui;
 
 use std::path::PathBuf;
@@ -34,6 +35,9 @@ use clap::Subcommand;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Trust this folder's `.dsh/config.toml` for this run (see `dsh trust`).
+    #[arg(long, global = true)]
+    trust_project: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -84,6 +88,16 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Trust a folder's own `.dsh/config.toml` (recorded in $DSH_HOME/config.toml). Until
+    /// then, its settings that could widen the sandbox, redirect credentials or start
+    /// processes are ignored.
+    Trust {
+        /// The folder (default: the current folder).
+        path: Option<PathBuf>,
+        /// Mark the folder untrusted instead.
+        #[arg(long)]
+        revoke: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -121,7 +135,15 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
+    // Re-executed as the process guard of an unconfined tool command: nothing else runs.
+    if let Some(code) = dsh_tool_shell::guard::run_if_invoked() {
+        return code;
+    }
+    dsh_tool_shell::guard::set_program(guard_program());
     let cli = Cli::parse();
+    if cli.trust_project {
+        host::trust_for_this_run();
+    }
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
     let result = match cli.command {
@@ -152,6 +174,9 @@ fn main() -> ExitCode {
         Some(Command::Config {
             command: ConfigCommand::Show { cwd, json },
         }) => config_show(cwd, json),
+        Some(Command::Trust { path, revoke }) => dsh_host::config::dsh_home()
+            .map_err(anyhow::Error::from)
+            .and_then(|home| trust::command(&home, path, revoke)),
     };
     match result {
         Ok(code) => code,
@@ -160,6 +185,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// This binary, as the guard of unconfined tool commands. `/proc/self/exe` still runs the
+/// binary that is running even after it was replaced on disk.
+fn guard_program() -> PathBuf {
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return proc_exe;
+    }
+    std::env::current_exe().unwrap_or(proc_exe)
 }
 
 fn init_tracing(to_file: bool) {
@@ -189,13 +224,21 @@ fn init_tracing(to_file: bool) {
 
 fn config_show(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let cwd = host::cwd_or_current(cwd)?;
-    let config = dsh_host::Config::load(&cwd, &dsh_host::Overrides::default())?;
+    let config = host::load(&cwd, &host::overrides())?;
     let table = dsh_host::builtin_plugins();
     if json {
         let value = dsh_host::show::render_json(&config, &table)?;
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", dsh_host::show::render_toml(&config, &table)?);
+        if let Some(project) = &config.project {
+            let trust = if project.trusted {
+                "trusted"
+            } else {
+                "not trusted"
+            };
+            println!("# project folder: {} ({trust})", project.folder.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

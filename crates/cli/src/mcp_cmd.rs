@@ -3,12 +3,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use dsh_host::Config;
-use dsh_host::Overrides;
-
 pub fn list(json: bool) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
+    let config = crate::host::load(&cwd, &crate::host::overrides())?;
     let table = dsh_host::builtin_plugins();
     dsh_host::check(&config, &table)?;
     let servers: Vec<dsh_mcp::McpServerConfig> = match config.get("mcp.servers") {

@@ -4,14 +4,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use dsh_host::Config;
 use dsh_host::Host;
 use dsh_host::HostOptions;
-use dsh_host::Overrides;
 
 pub fn run(json: bool, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let cwd = crate::host::cwd_or_current(cwd)?;
-    let config = Config::load(&cwd, &Overrides::default())?;
+    let config = crate::host::load(&cwd, &crate::host::overrides())?;
+    crate::trust::print_notice(config.project.as_ref());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

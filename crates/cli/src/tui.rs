@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
 use dsh_host::NewSession;
-use dsh_host::Overrides;
 use dsh_host::SessionHost;
 use dsh_session::SessionSummary;
 
@@ -16,11 +15,15 @@ pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let cwd = std::env::current_dir()?;
+    let overrides = crate::host::overrides();
+    let config = crate::host::load(&cwd, &overrides)?;
+    // Asked before the UI takes the terminal over; a yes applies the project layer whole.
+    crate::trust::ask_once(&config.home, config.project.as_ref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let host = crate::host::start(&cwd, Overrides::default()).await?;
+        let host = crate::host::start(&cwd, overrides).await?;
         let _watch = crate::host::watch_and_log(&host);
         let sessions = host.sessions();
         let app = dsh_tui::TuiApp {

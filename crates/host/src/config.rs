@@ -132,6 +132,28 @@ impl From<ConfigError> for ConfigErrors {
 pub struct Overrides {
     /// `(dotted key, value)`, e.g. `("model.name", "deepseek-v4-pro")` (`-m`, `-c key=value`).
     pub values: Vec<(String, Value)>,
+    /// `--trust-project`: the project layer applies whole for this run.
+    pub trust_project: bool,
+}
+
+/// A folder's `.dsh/config.toml` and what the trust rule did with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectLayer {
+    pub file: PathBuf,
+    pub folder: PathBuf,
+    /// The user's recorded decision, if any.
+    pub trust: Option<crate::trust::Trust>,
+    pub trusted: bool,
+    /// Keys of the project layer that were ignored because the folder is not trusted.
+    pub ignored: Vec<String>,
+}
+
+impl ProjectLayer {
+    /// The notice to print when keys were ignored.
+    pub fn notice(&self) -> Option<String> {
+        (!self.ignored.is_empty())
+            .then(|| crate::trust::notice(&self.file, &self.folder, &self.ignored))
+    }
 }
 
 impl Overrides {
@@ -193,6 +215,8 @@ pub struct Config {
     origins: BTreeMap<String, Origin>,
     /// Files that existed and were read, in layer order.
     pub files: Vec<(Layer, PathBuf)>,
+    /// The project layer and how far it was trusted (see [`crate::trust`]).
+    pub project: Option<ProjectLayer>,
 }
 
 impl Config {
@@ -204,11 +228,38 @@ impl Config {
     /// Like [`Config::load`] with an explicit home.
     pub fn load_in(home: PathBuf, cwd: &Path, overrides: &Overrides) -> Result<Self, ConfigErrors> {
         let mut config = Self::empty(home.clone(), cwd.to_path_buf());
-        for (layer, path) in config_files(&home, cwd) {
-            if let Some((table, lines)) = read_file(&path)? {
-                config.files.push((layer, path.clone()));
-                config.merge(layer, table, Some((&path, &lines)));
-            }
+        let [(_, user_path), (_, project_path)] = config_files(&home, cwd);
+        let user = read_file(&user_path)?;
+        if let Some((table, lines)) = user.clone() {
+            config.files.push((Layer::User, user_path.clone()));
+            config.merge(Layer::User, table, Some((&user_path, &lines)));
+        }
+        if project_path != user_path
+            && let Some((table, lines)) = read_file(&project_path)?
+        {
+            let user_table = user.map(|(table, _)| table).unwrap_or_default();
+            let trust = crate::trust::lookup(&user_table, cwd);
+            let trusted = overrides.trust_project || trust == Some(crate::trust::Trust::Trusted);
+            let (table, ignored) = if trusted {
+                (table, Vec::new())
+            } else {
+                // Judged against what would apply without the project: defaults and the user.
+                let mut base = trust_base();
+                for (key, value) in config.tree.clone() {
+                    base.insert(key, value);
+                }
+                let filtered = crate::trust::filter_project_layer(&base, table);
+                (filtered.kept, filtered.ignored)
+            };
+            config.files.push((Layer::Project, project_path.clone()));
+            config.merge(Layer::Project, table, Some((&project_path, &lines)));
+            config.project = Some(ProjectLayer {
+                file: project_path,
+                folder: cwd.to_path_buf(),
+                trust,
+                trusted,
+                ignored,
+            });
         }
         config.merge(Layer::Env, env_layer(), None);
         let mut flags = Map::new();
@@ -227,6 +278,7 @@ impl Config {
             tree: Map::new(),
             origins: BTreeMap::new(),
             files: Vec::new(),
+            project: None,
         }
     }
 
@@ -485,6 +537,16 @@ fn collect_value_lines(
         }
         _ => {}
     }
+}
+
+/// The defaults an untrusted project layer is compared with (values it may repeat).
+fn trust_base() -> Map<String, Value> {
+    let mut base = Map::new();
+    insert_dotted(&mut base, "model.provider", Value::from(dsh_llm::PROVIDER));
+    insert_dotted(&mut base, "model.name", Value::from(dsh_llm::DEFAULT_MODEL));
+    insert_dotted(&mut base, "tools.mode", Value::from("native"));
+    insert_dotted(&mut base, "tools.max_parallel", Value::from(10));
+    base
 }
 
 fn env_layer() -> Map<String, Value> {

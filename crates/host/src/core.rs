@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use dsh_tools::PresentationMode;
 
-/// The top-level tables a configuration may have.
-pub const TOP_LEVEL: [&str; 5] = ["model", "tools", "prompt", "plugins", "mcp"];
+/// The top-level tables a configuration may have (`projects` is the user's trust list).
+pub const TOP_LEVEL: [&str; 6] = ["model", "tools", "prompt", "plugins", "mcp", "projects"];
 
 /// How hard a reasoning model thinks (`[model] reasoning_effort`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

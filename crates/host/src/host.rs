@@ -232,6 +232,10 @@ impl Host {
         )?;
         let prompts = Arc::new(PromptRegistry::default());
         root.provide(prompts.clone())?;
+        // The slash-command registry front-ends list and plugins register into.
+        dsh_commands::CommandRegistry::install(&root)?;
+        // Before any plugin: the spill policy (prepended later, so outermost) spills redacted text.
+        crate::redact::install(&tools, &root);
         let custom_adapter = options.adapter.is_some();
         let inner_adapter = match options.adapter {
             Some(adapter) => adapter,

@@ -16,8 +16,10 @@ pub mod core;
 mod host;
 mod model;
 mod permissions;
+mod redact;
 pub mod show;
 mod table;
+pub mod trust;
 mod validate;
 pub mod watch;
 
@@ -26,6 +28,7 @@ pub use config::ConfigError;
 pub use config::ConfigErrors;
 pub use config::Layer;
 pub use config::Overrides;
+pub use config::ProjectLayer;
 pub use host::ChildSession;
 pub use host::Host;
 pub use host::HostError;

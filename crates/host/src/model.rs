@@ -117,6 +117,15 @@ pub fn build(settings: &ModelSettings, root: &Scope) -> Result<Arc<dyn ModelAdap
         models,
         attachments: Some(Arc::new(LateResolver(root.clone()))),
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| {
+        let value = std::env::var(name).ok();
+        // The key never reaches a child process or a tool result (see `dsh-secrets`).
+        if name.contains("KEY")
+            && let Some(key) = value.as_deref().filter(|key| !key.trim().is_empty())
+        {
+            dsh_secrets::register_secret(key.to_owned());
+        }
+        value
+    };
     dsh_llm::build_adapter(&settings.provider, provider, &env)
 }

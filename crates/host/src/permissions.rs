@@ -25,6 +25,10 @@ pub struct SandboxSettings {
     /// `read-only`, `workspace-write` or `danger-full-access`.
     #[serde(default = "default_mode")]
     pub mode: SandboxMode,
+    /// Network of confined commands under `workspace-write`: `allow` or `deny`. `read-only`
+    /// never has the network.
+    #[serde(default)]
+    pub network: dsh_tools::NetworkAccess,
 }
 
 fn default_mode() -> SandboxMode {
@@ -35,6 +39,7 @@ impl Default for SandboxSettings {
     fn default() -> Self {
         Self {
             mode: default_mode(),
+            network: dsh_tools::NetworkAccess::default(),
         }
     }
 }
@@ -57,11 +62,14 @@ impl Plugin for SandboxPlugin {
     fn apply(&self, ctx: &Scope, config: SandboxSettings) -> Result<(), PluginError> {
         let host = HostServices::of(ctx)?;
         ctx.provide(std::sync::Arc::new(SandboxDefault(config.mode)))?;
+        ctx.provide(std::sync::Arc::new(dsh_plugin::SandboxNetwork(
+            config.network,
+        )))?;
         host.prompts.register_context(
             ctx,
             Section::dynamic("sandbox:policy", Slot::Sandbox, |agent| {
                 SessionContext::of(agent)
-                    .map(|session| dsh_tool_fs::session_policy(&session).policy_text())
+                    .map(|session| dsh_tool_fs::session_policy(&session, None).policy_text())
                     .unwrap_or_default()
             }),
         );

@@ -48,6 +48,10 @@ impl Permissions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DefaultPermissions(pub Permissions);
 
+/// Whether confined commands may reach the network (`[plugins.sandbox] network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxNetwork(pub dsh_tools::NetworkAccess);
+
 /// Who set a session's permissions last: the configuration (they follow config reloads) or a
 /// client choosing a preset (they stay until the client changes them again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

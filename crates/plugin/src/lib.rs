@@ -21,6 +21,7 @@ pub use context::PRESETS;
 pub use context::Permissions;
 pub use context::PermissionsOrigin;
 pub use context::Preset;
+pub use context::SandboxNetwork;
 pub use context::SessionContext;
 pub use context::approval_text;
 pub use services::HostInfo;
@@ -44,4 +45,5 @@ pub use dsh_kernel::Scope;
 /// A plugin's own durable event payload: a serde type with its event `type` ([`EventData::KIND`]).
 pub use dsh_session::data::EventData as DurableEvent;
 pub use dsh_tools::ApprovalPolicy;
+pub use dsh_tools::NetworkAccess;
 pub use dsh_tools::SandboxMode;

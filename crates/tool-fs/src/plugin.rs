@@ -40,10 +40,26 @@ pub struct FsSettings {
     pub grep_max_matches: Option<usize>,
 }
 
-/// The file policy of a session with `permissions` in `cwd`.
-pub fn session_policy(session: &dsh_plugin::SessionContext) -> FilePolicy {
+/// The file policy of `session` now: its mode rooted at its cwd; dsh's home closed but for the
+/// session's own log, its spill folder (with `spill`) and the skills; escalation offered only
+/// when approval can be asked.
+pub fn session_policy(
+    session: &dsh_plugin::SessionContext,
+    spill: Option<&SpillStore>,
+) -> FilePolicy {
     let permissions = session.permissions();
     let mut policy = FilePolicy::new(permissions.sandbox, session.cwd());
+    if let Some(home) = session.home() {
+        policy = policy
+            .with_dsh_home(home)
+            .allow_reading(&home.join("skills"));
+    }
+    if let Some(log) = session.log_path() {
+        policy = policy.allow_reading(&log);
+    }
+    if let Some(dir) = spill.and_then(|spill| spill.session_dir(session.id()).ok()) {
+        policy = policy.allow_reading(&dir);
+    }
     policy.escalation_advertised =
         policy.escalation_advertised && permissions.approval != ApprovalPolicy::Never;
     policy
@@ -86,7 +102,8 @@ impl Plugin for FsPlugin {
         host.sessions
             .attach(ctx, Self::NAME, move |session: &AttachedSession<'_>| {
                 let context = session.context;
-                let mut fs = FsContext::new(context.cwd(), session_policy(context));
+                let mut fs =
+                    FsContext::new(context.cwd(), session_policy(context, spill.as_deref()));
                 if let Some(spill) = &spill {
                     fs.spill = crate::SpillConfig::new(SpillStore::clone(spill), context.id());
                 }

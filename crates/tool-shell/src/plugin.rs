@@ -30,7 +30,6 @@ use crate::JobsConfig;
 use crate::JobsRuntime;
 use crate::OwnerId;
 use crate::SandboxConfig;
-use crate::SandboxPolicy;
 use crate::ShellContext;
 use crate::ShellTools;
 use crate::WakeBudget;
@@ -254,6 +253,10 @@ impl Plugin for BashPlugin {
         );
         let mut sandbox = SandboxConfig::new(permissions.sandbox);
         sandbox.approval = permissions.approval;
+        if let Some(network) = ctx.service::<dsh_plugin::SandboxNetwork>() {
+            sandbox.network = network.0;
+        }
+        let standing = sandbox.clone();
         let bash = BashConfig {
             timeout_ms: config.timeout_ms,
             enable_run_in_background: background,
@@ -274,7 +277,8 @@ impl Plugin for BashPlugin {
             ctx.session_jsonl = session.log_path();
             let permissions = session.permissions();
             ctx.sandbox = Some(
-                SandboxPolicy::new(permissions.sandbox, session.cwd())
+                standing
+                    .policy_in(permissions.sandbox, session.cwd())
                     .with_approval(permissions.approval),
             );
             ctx.config = bash.clone();

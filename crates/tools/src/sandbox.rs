@@ -79,6 +79,18 @@ impl ApprovalPolicy {
     }
 }
 
+/// Whether confined commands may reach the network. `read-only` never does; this decides
+/// `workspace-write` (`danger-full-access` is never confined).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkAccess {
+    #[default]
+    Allow,
+    Deny,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
