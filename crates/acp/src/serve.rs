@@ -5,7 +5,6 @@ use std::sync::Arc;
 use agent_client_protocol::Agent;
 use agent_client_protocol::ByteStreams;
 use agent_client_protocol::ConnectTo;
-use agent_client_protocol::Stdio;
 use agent_client_protocol::on_receive_notification;
 use agent_client_protocol::on_receive_request;
 use agent_client_protocol::v1::schema::AuthenticateRequest;
@@ -25,13 +24,13 @@ use crate::bridge::BridgeConfig;
 use crate::error::AcpError;
 use crate::factory::SessionFactory;
 
-/// Serves ACP on stdin/stdout until stdin closes, then tears every session down. Stdout
-/// carries protocol frames only; log through `tracing` to stderr.
+/// Serves ACP on stdin/stdout (tokio's streams) until stdin closes, then tears every session
+/// down. Stdout carries protocol frames only; log through `tracing` to stderr.
 pub async fn serve_stdio(
     factory: Arc<dyn SessionFactory>,
     config: BridgeConfig,
 ) -> Result<(), AcpError> {
-    serve_transport(factory, config, Stdio::new()).await
+    serve(factory, config, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// Serves ACP over tokio byte streams (a pipe, a socket, a `tokio::io::duplex` half).
@@ -53,7 +52,7 @@ where
     .await
 }
 
-/// Serves ACP over any transport of the official crate (`Stdio`, `ByteStreams`, `Lines`, …).
+/// Serves ACP over any transport of the official crate (`ByteStreams`, `Lines`, …).
 pub async fn serve_transport(
     factory: Arc<dyn SessionFactory>,
     config: BridgeConfig,

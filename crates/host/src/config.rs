@@ -598,7 +598,16 @@ mod tests {
         assert_eq!(enabled.layer, Layer::Project);
         assert_eq!(enabled.line, Some(3));
         assert_eq!(config.origin("tools.max_parallel").layer, Layer::Flag);
-        assert_eq!(config.origin("model.provider").layer, Layer::Default);
+        assert_eq!(
+            config.origin_exact("model.provider"),
+            None,
+            "never set by a layer"
+        );
+        assert_eq!(
+            config.origin("model.provider").layer,
+            Layer::User,
+            "its table was"
+        );
     }
 
     #[test]
