@@ -1,5 +1,7 @@
 //! Configuration errors, one test per class: each names the file, the line and the key.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::path::PathBuf;
 

@@ -2,6 +2,8 @@
 //! it with config B and check that the tools, hooks and prompt sections reflect B only, then
 //! disable it and check the registries are exactly as before it was mounted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::sync::Arc;
 
