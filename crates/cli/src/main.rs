@@ -16,6 +16,7 @@ mod redact;
 mod sessions;
 mod settings;
 mod shell;
+mod signals;
 mod skills;
 mod titles;
 mod tools_cmd;
