@@ -1,7 +1,8 @@
 //! Tool results never carry a registered secret (the provider key): a `tools/post-execute`
 //! listener replaces every occurrence in the result's text with a marker before the result is
 //! logged or sent to the model, whatever tool produced it (a `cat` of a process environment
-//! under `danger-full-access`, an MCP server echoing its environment, …).
+//! under `danger-full-access`, an MCP server echoing its environment, …). Installed by the host
+//! on its root before any plugin, so no configuration can switch it off.
 
 use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
