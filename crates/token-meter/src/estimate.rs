@@ -112,10 +112,7 @@ mod tests {
             attachment: json!({"id": "a"}),
         };
         let text = serde_json::to_string(&image).unwrap();
-        assert_eq!(
-            estimate_block(&image),
-            4 + (text.len() as u64).div_ceil(4)
-        );
+        assert_eq!(estimate_block(&image), 4 + (text.len() as u64).div_ceil(4));
         let assistant = Message::assistant(vec![call], MessageSource::model("p", "m"));
         assert_eq!(estimate_message(&assistant), 13);
     }

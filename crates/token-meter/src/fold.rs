@@ -252,9 +252,10 @@ impl MeterFold {
     fn anchor_at(&mut self, event: &Event, durable: Option<&Message>) -> Result<(), MeterError> {
         let data = AssistantMessage::deserialize(&event.data)
             .map_err(|e| malformed(event, e.to_string()))?;
-        let Some((turn, step, at_start)) = self.step_start.filter(|(turn, step, _)| {
-            *turn == data.turn && *step == data.step
-        }) else {
+        let Some((turn, step, at_start)) = self
+            .step_start
+            .filter(|(turn, step, _)| *turn == data.turn && *step == data.step)
+        else {
             return Err(MeterError::AssistantOutsideStep {
                 seq: event.seq,
                 turn: data.turn,

@@ -84,7 +84,9 @@ impl Fixture {
     }
 
     fn step(&self, turn: u64, step: u64) {
-        self.log.append_data(&StepStart { turn, step }, None).unwrap();
+        self.log
+            .append_data(&StepStart { turn, step }, None)
+            .unwrap();
     }
 
     fn end_step(&self, turn: u64, step: u64) {
@@ -261,7 +263,10 @@ fn negative_totals_clamp_to_zero_after_compaction() {
     f.end_step(1, 1);
     // Usage 100 (cache read) is below the heuristic, so the baseline is estimated; replacing a
     // big node makes the delta strongly negative but never below zero.
-    let checkpoint = Message::user(vec![ContentBlock::text("s")], MessageSource::plugin("compact"));
+    let checkpoint = Message::user(
+        vec![ContentBlock::text("s")],
+        MessageSource::plugin("compact"),
+    );
     f.log
         .append_data(
             &UserMessage(checkpoint),
@@ -295,7 +300,12 @@ fn the_fold_is_incremental_and_equals_a_fresh_refold() {
         f.step(1, i + 1);
         f.user(&format!("message {i}"));
         live.catch_up(&f.log).unwrap();
-        f.answer(1, i + 1, &"r".repeat(i as usize * 10), Some(usage(10 * i, 3)));
+        f.answer(
+            1,
+            i + 1,
+            &"r".repeat(i as usize * 10),
+            Some(usage(10 * i, 3)),
+        );
         f.end_step(1, i + 1);
         live.catch_up(&f.log).unwrap();
     }

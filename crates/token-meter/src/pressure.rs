@@ -34,9 +34,7 @@ impl ContextPressure {
     /// `projected / window` in `0.0..` (may exceed 1), when both are known.
     pub fn fill(&self) -> Option<f64> {
         match (self.projected_tokens, self.context_window) {
-            (Some(projected), Some(window)) if window > 0 => {
-                Some(projected as f64 / window as f64)
-            }
+            (Some(projected), Some(window)) if window > 0 => Some(projected as f64 / window as f64),
             _ => None,
         }
     }
@@ -81,10 +79,7 @@ impl PressureFold {
                 return;
             }
             "compaction/summary" | "compaction/prune" => {
-                self.shadow_price = event
-                    .data
-                    .get("shadowedTokenCount")
-                    .and_then(Value::as_u64);
+                self.shadow_price = event.data.get("shadowedTokenCount").and_then(Value::as_u64);
                 return;
             }
             kind::ASSISTANT_MESSAGE => {
@@ -156,7 +151,7 @@ mod tests {
         .unwrap();
         let first = log
             .append_data(
-                &UserMessage(Message::user_text(&"a".repeat(400))),
+                &UserMessage(Message::user_text("a".repeat(400))),
                 Some(SurfaceIntent::append()),
             )
             .unwrap()
@@ -164,7 +159,8 @@ mod tests {
         feed(&mut fold);
         assert_eq!(fold.value().projected_tokens, None);
         assert_eq!(fold.value().context_window, Some(1000));
-        log.append_data(&StepStart { turn: 1, step: 1 }, None).unwrap();
+        log.append_data(&StepStart { turn: 1, step: 1 }, None)
+            .unwrap();
         log.append_data(
             &AssistantMessage {
                 turn: 1,
@@ -196,8 +192,12 @@ mod tests {
         feed(&mut fold);
         assert_eq!(fold.value().projected_tokens, Some(211));
         assert_eq!(fold.value().fill(), Some(0.211));
-        log.append("compaction/summary", json!({"shadowedTokenCount": 108}), None)
-            .unwrap();
+        log.append(
+            "compaction/summary",
+            json!({"shadowedTokenCount": 108}),
+            None,
+        )
+        .unwrap();
         log.append_data(
             &UserMessage(Message::user(
                 vec![ContentBlock::text("0123456789")],

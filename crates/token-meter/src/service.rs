@@ -33,10 +33,7 @@ impl TokenMeter {
     }
 
     fn folds(&self, log: &SessionLog) -> Arc<Mutex<Folds>> {
-        let mut sessions = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = sessions.entry(log.id().to_owned()).or_default().clone();
         {
             let mut folds = entry.lock().unwrap_or_else(PoisonError::into_inner);

@@ -1,0 +1,5 @@
+mod manual;
+mod resume;
+mod support;
+mod transaction;
+mod triggers;
