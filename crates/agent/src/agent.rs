@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 use std::sync::PoisonError;
+use std::sync::Weak;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 
@@ -29,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::AgentError;
 use crate::hooks::AgentEvent;
 use crate::hooks::AgentHooks;
+use crate::hooks::SessionSource;
+use crate::hooks::SessionStarted;
 use crate::inbox::Inbox;
 use crate::prompt::PromptConfig;
 use crate::prompt::PromptRegistry;
@@ -148,6 +151,7 @@ impl Agent {
             agent: handle.inner.id.clone(),
             resumed: false,
         });
+        handle.started(SessionSource::Startup);
         Ok(handle)
     }
 
@@ -160,9 +164,13 @@ impl Agent {
             agent: handle.inner.id.clone(),
             resumed: true,
         });
+        handle.started(SessionSource::Resume);
         Ok(handle)
     }
 }
+
+/// The weak self-reference an agent provides on its own scope ([`AgentHandle::from_scope`]).
+pub(crate) struct AgentRef(Weak<Inner>);
 
 /// A cloneable handle to one agent; all clones address the same actor.
 #[derive(Clone)]
@@ -210,7 +218,7 @@ impl AgentHandle {
         let prompts = scope.service::<PromptRegistry>();
         let cwd = config.cwd.or_else(|| config.log.header().cwd.clone());
         let (idle, _) = watch::channel(true);
-        Ok(Self {
+        let handle = Self {
             inner: Arc::new(Inner {
                 id: config.id,
                 cwd,
@@ -237,7 +245,35 @@ impl AgentHandle {
                 }),
                 idle,
             }),
-        })
+        };
+        // Weak, so the scope's service table does not keep the agent alive.
+        handle
+            .inner
+            .scope
+            .provide(Arc::new(AgentRef(Arc::downgrade(&handle.inner))))?;
+        Ok(handle)
+    }
+
+    /// The agent whose scope is `scope` or an ancestor of it (e.g. a tool call's subject),
+    /// while it lives.
+    pub fn from_scope(scope: &Scope) -> Option<AgentHandle> {
+        let agent = scope.nearest_agent()?;
+        agent
+            .service::<AgentRef>()?
+            .0
+            .upgrade()
+            .map(|inner| AgentHandle { inner })
+    }
+
+    fn started(&self, source: SessionSource) {
+        let event = SessionStarted {
+            agent: self.clone(),
+            source,
+        };
+        self.inner
+            .hooks
+            .session_start
+            .emit(Some(&self.inner.scope), &event);
     }
 
     pub fn id(&self) -> &str {

@@ -36,6 +36,8 @@ pub use hooks::PreStepInput;
 pub use hooks::Recovery;
 pub use hooks::RequestErrorInput;
 pub use hooks::RequestInput;
+pub use hooks::SessionSource;
+pub use hooks::SessionStarted;
 pub use hooks::TurnStopping;
 pub use maintenance::Maintenance;
 pub use prompt::PromptConfig;
