@@ -2,7 +2,16 @@
 //! [`Compaction::compact_now`] and maps its outcome; the command registry logs
 //! `command/run` / `command/done` around it.
 
+use std::sync::Arc;
+
 use dsh_agent::AgentHandle;
+use dsh_commands::CommandCall;
+use dsh_commands::CommandError;
+use dsh_commands::CommandRegistry;
+use dsh_commands::CommandResult;
+use dsh_commands::CommandSpec;
+use dsh_kernel::Disposer;
+use dsh_kernel::Scope;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ManualCode;
@@ -78,4 +87,37 @@ pub async fn run_compact(
             ManualCode::Persistence => PERSISTENCE,
         }),
     }
+}
+
+/// Registers `/compact` (no input, no images) in `registry`, visible from `scope`'s level.
+pub fn register_compact(
+    registry: &CommandRegistry,
+    scope: &Scope,
+    compaction: Arc<Compaction>,
+) -> Result<Disposer, CommandError> {
+    let handler = move |call: CommandCall| {
+        let compaction = compaction.clone();
+        async move {
+            let reply = run_compact(
+                &compaction,
+                &call.agent,
+                &call.raw_input,
+                Some(call.command_id.clone()),
+                &call.signal,
+            )
+            .await;
+            Ok(if reply.success {
+                CommandResult::Success {
+                    text: Some(reply.text),
+                    source_event_seq: reply.source_event_seq,
+                }
+            } else {
+                CommandResult::error(reply.text)
+            })
+        }
+    };
+    registry.register(
+        scope,
+        CommandSpec::new(COMPACT_NAME, COMPACT_DESCRIPTION, handler),
+    )
 }

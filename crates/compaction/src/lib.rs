@@ -32,6 +32,7 @@ pub use checkpoint::is_checkpoint_source;
 pub use command::COMPACT_DESCRIPTION;
 pub use command::COMPACT_NAME;
 pub use command::CompactReply;
+pub use command::register_compact;
 pub use command::run_compact;
 pub use config::BasicCompactionConfig;
 pub use config::ConfigError;

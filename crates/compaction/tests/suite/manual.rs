@@ -216,3 +216,80 @@ async fn a_prompt_sent_during_manual_compaction_runs_after_it() {
     assert!(turn3 > end, "the queued prompt waited for the bracket");
     assert_eq!(rig.turn_end(), json!({"kind": "completed"}));
 }
+
+#[tokio::test]
+async fn the_registered_command_logs_run_and_done_around_the_bracket() {
+    // Checklist E61, I98, I99, I100.
+    use dsh_commands::CommandRegistry;
+    let rig = Rig::new();
+    let registry = CommandRegistry::install(&rig.root).unwrap();
+    dsh_compaction::register_compact(&registry, &rig.root, rig.compaction.clone()).unwrap();
+    let info = registry.find(rig.agent.scope(), "compact").unwrap();
+    assert_eq!(info.description, "Compact older conversation history");
+    assert!(info.input.is_none());
+    history(&rig).await;
+    // Not commands: nothing logged.
+    let before = rig.log().len();
+    for line in ["/Compact", " /compact", "/unknown"] {
+        let executed = registry
+            .execute(&rig.agent, line, vec![], CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(executed.is_none(), "{line}");
+    }
+    assert_eq!(rig.log().len(), before);
+    rig.adapter.push_chunks(text_response("the summary"));
+    let executed = registry
+        .execute(&rig.agent, "/compact", vec![], CancellationToken::new())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rig.kinds_since(before),
+        [
+            "command/run",
+            "compaction/start",
+            "compaction/summary",
+            "user/message",
+            "compaction/end",
+            "command/done"
+        ]
+    );
+    let run = &rig.of("command/run")[0];
+    assert_eq!(
+        run.data,
+        json!({"commandId": executed.command_id, "name": "compact", "args": "", "source": {"kind": "user"}})
+    );
+    let done = &rig.of("command/done")[0];
+    let summary = &rig.of("compaction/summary")[0];
+    assert_eq!(done.data["sourceEventSeq"], summary.seq);
+    assert_eq!(done.data["kind"], "success");
+    let text = done.data["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("Compacted "));
+    assert_eq!(
+        rig.of("compaction/start")[0].data["sourceCommandId"],
+        executed.command_id.as_str()
+    );
+    // The result text never reaches the model.
+    rig.adapter.push_chunks(text_response("next"));
+    rig.prompt("next").await;
+    let request = rig.adapter.requests().last().unwrap().clone();
+    assert!(
+        request
+            .messages
+            .iter()
+            .all(|m| !dsh_protocol::text_of(&m.content).contains(&text))
+    );
+    // An argument: the usage error, recorded, with no bracket.
+    let executed = registry
+        .execute(&rig.agent, "/compact now", vec![], CancellationToken::new())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        executed.result,
+        dsh_commands::CommandResult::error("Usage: /compact (no arguments)")
+    );
+    assert_eq!(rig.of("compaction/start").len(), 1);
+    assert_eq!(rig.of("command/run")[1].data["args"], " now");
+}
