@@ -12,6 +12,7 @@
 
 mod compose;
 mod config;
+mod fixture;
 mod fs;
 mod layout;
 mod render;
@@ -31,6 +32,9 @@ pub use config::ConfigError;
 pub use config::DshHome;
 pub use config::Environment;
 pub use config::InstructionsConfig;
+pub use fixture::FIXTURE_CHECKPOINT_TEXT;
+pub use fixture::FIXTURE_COMPACTION_ID;
+pub use fixture::install_baseline_compaction_fixture;
 pub use fs::FileVersion;
 pub use fs::InstructionFs;
 pub use fs::LocalFs;

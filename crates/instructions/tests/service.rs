@@ -32,8 +32,6 @@ use dsh_session::SessionHeader;
 use dsh_session::SessionLog;
 use dsh_session::SurfaceIntent;
 use dsh_session::data::UserMessage;
-use dsh_tools::PostDecision;
-use dsh_tools::PostInput;
 use dsh_tools::RegistryConfig;
 use dsh_tools::Tool;
 use dsh_tools::ToolError;
@@ -89,8 +87,6 @@ fn tools(root: &Scope, cwd: PathBuf) -> Arc<ToolRegistry> {
 }
 
 type BeforeAgent = Box<dyn FnOnce(&Scope, &AgentHooks, &ToolRegistry, PathBuf)>;
-type PostResult = Result<PostDecision, ToolError>;
-type PostNext = dsh_kernel::Next<PostInput, PostResult>;
 
 struct Setup<'a> {
     files: &'a [(&'a str, &'a str)],
@@ -244,57 +240,6 @@ async fn the_first_step_logs_the_baseline_right_after_the_prompt() {
     assert_eq!(request.messages[1].source.kind(), "agent-instructions");
 }
 
-/// The recorded composition's test-only hook: once `nested/task.txt` was read, replace the
-/// visible baseline by a compaction checkpoint.
-fn replace_baseline_after_nested_read(
-    log: SessionLog,
-) -> impl Fn(PostInput, PostNext) -> dsh_kernel::BoxFuture<'static, PostResult> + Send + Sync + 'static
-{
-    move |input: PostInput, next| {
-        let log = log.clone();
-        Box::pin(async move {
-            let nested = input.exec.name() == "read"
-                && !input.result.is_error
-                && input
-                    .exec
-                    .arguments()
-                    .and_then(|a| a.get("file_path"))
-                    .and_then(Value::as_str)
-                    == Some("nested/task.txt");
-            let downstream = next.run(input).await;
-            if nested {
-                let baseline = log
-                    .surface_seqs()
-                    .into_iter()
-                    .filter_map(|seq| log.get(seq))
-                    .find(|e| {
-                        e.kind == "user/message"
-                            && e.data["source"]["kind"] == "agent-instructions"
-                            && e.data["source"]["baseline"] == true
-                    })
-                    .expect("workspace baseline missing before snapshot compaction");
-                let checkpoint = Message::user(
-                    vec![ContentBlock::text(
-                        "Earlier context was compacted for this snapshot.",
-                    )],
-                    dsh_protocol::MessageSource::plugin("compact")
-                        .with("compactionId", "workspace-context-fixture"),
-                );
-                log.append_data(
-                    &UserMessage(checkpoint),
-                    Some(SurfaceIntent::replace(
-                        baseline.seq,
-                        baseline.seq,
-                        vec![baseline.seq],
-                    )),
-                )
-                .unwrap();
-            }
-            downstream
-        })
-    }
-}
-
 #[tokio::test]
 async fn the_recorded_scenario_log_shape() {
     let dir = workspace(&[
@@ -320,16 +265,17 @@ async fn the_recorded_scenario_log_shape() {
         "s",
         Some(dir.path().to_string_lossy().into_owned()),
     ));
-    let fixture_log = log.clone();
     let rig = rig_in(
         dir,
         Setup {
             config: json!({"maxBytes": 65536, "projectRootMarkers": [".dsh-project"]}),
             log: Some(log),
             before: Some(Box::new(move |root, _, tools, _| {
-                tools
-                    .post_execute()
-                    .register(root, replace_baseline_after_nested_read(fixture_log));
+                dsh_instructions::install_baseline_compaction_fixture(
+                    root,
+                    tools,
+                    "nested/task.txt".to_owned(),
+                );
             })),
             ..Setup::default()
         },
