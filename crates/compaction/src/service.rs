@@ -249,8 +249,7 @@ impl Compaction {
 
     fn measure_total(&self, log: &SessionLog) -> Result<u64, CompactionError> {
         self.meter
-            .measure(log, None)
-            .map(|m| m.total_tokens)
+            .with_fold(log, |fold| fold.total_tokens(None))
             .map_err(|e| CompactionError::Meter(e.to_string()))
     }
 
