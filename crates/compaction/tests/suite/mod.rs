@@ -1,3 +1,4 @@
+mod long_session;
 mod manual;
 mod resume;
 mod support;
