@@ -53,6 +53,8 @@ pub struct Served {
     pub gap_ms: Option<f64>,
     pub body_bytes: usize,
     pub messages: usize,
+    /// The first 80 characters of the first non-system message (a checkpoint shows here).
+    pub first_text: String,
 }
 
 #[derive(Debug, Default)]
@@ -183,6 +185,21 @@ fn handle(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let model = request["model"].as_str().unwrap_or("model").to_owned();
     let messages = request["messages"].as_array().map_or(0, Vec::len);
+    let first_text: String = request["messages"]
+        .as_array()
+        .and_then(|list| list.iter().find(|m| m["role"] != "system"))
+        .map(|m| match &m["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<String>(),
+            _ => String::new(),
+        })
+        .unwrap_or_default()
+        .chars()
+        .take(80)
+        .collect();
     let prompt_tokens = (body.len() / 4) as u64;
     let compact = headers
         .get("x-deepseek-harness-compact")
@@ -215,6 +232,7 @@ fn handle(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
         },
         body_bytes: body.len(),
         messages,
+        first_text,
     });
     let response = match kind {
         "title" => text_response(&model, "Long session", prompt_tokens),
@@ -314,5 +332,6 @@ mod tests {
         assert_eq!(kinds, ["step", "step", "compaction", "overflow"]);
         assert!(served[0].gap_ms.is_none());
         assert!(served[1].gap_ms.is_some());
+        assert_eq!(served[0].first_text, "go");
     }
 }
