@@ -174,20 +174,18 @@ pub trait SessionReader: Send + Sync {
 
 /// Reads the session store, preferring logs that are live in this process.
 pub struct StoreReader {
-    store: SessionStore,
+    store: Arc<dyn SessionStore>,
     live: Mutex<HashMap<String, WeakSessionLog>>,
 }
 
 impl std::fmt::Debug for StoreReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreReader")
-            .field("store", &self.store)
-            .finish_non_exhaustive()
+        f.debug_struct("StoreReader").finish_non_exhaustive()
     }
 }
 
 impl StoreReader {
-    pub fn new(store: SessionStore) -> Self {
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
         Self {
             store,
             live: Mutex::new(HashMap::new()),

@@ -314,10 +314,11 @@ fn candidates_rank_same_cwd_then_cwd_less_then_others() {
 #[test]
 fn the_store_reader_prefers_live_logs() {
     use dsh_session::CreateOptions;
+    use dsh_session::JsonlStore;
     use dsh_session::SurfaceIntent;
     use dsh_session::data::UserMessage;
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let log = store
         .create(CreateOptions {
             cwd: Some(home.path().to_path_buf()),
@@ -329,7 +330,7 @@ fn the_store_reader_prefers_live_logs() {
         Some(SurfaceIntent::append()),
     )
     .unwrap();
-    let reader = StoreReader::new(store);
+    let reader = StoreReader::new(Arc::new(store));
     let stored = reader.read_surface(log.id()).unwrap();
     assert_eq!(stored.items.len(), 1);
     assert_eq!(stored.captured_through_seq, Some(0));

@@ -18,7 +18,7 @@ use dsh_references::SessionReferences;
 use dsh_references::StoreReader;
 use dsh_references::encode_session_uri;
 use dsh_session::CreateOptions;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use dsh_session::SurfaceIntent;
 use dsh_session::data::UserMessage;
 use dsh_tools::RegistryConfig;
@@ -32,7 +32,7 @@ async fn run(agent: &AgentHandle, text: &str) {
 }
 
 fn agent(
-    store: &SessionStore,
+    store: &JsonlStore,
     refs: Option<&Arc<SessionReferences>>,
 ) -> (AgentHandle, Arc<ScriptedAdapter>, Scope) {
     let root = Scope::root();
@@ -63,7 +63,7 @@ fn agent(
 #[tokio::test]
 async fn a_referenced_session_enters_as_a_snapshot_after_the_readable_prompt() {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let source = store.create(CreateOptions::default()).unwrap();
     source
         .append_data(
@@ -71,7 +71,7 @@ async fn a_referenced_session_enters_as_a_snapshot_after_the_readable_prompt() {
             Some(SurfaceIntent::append()),
         )
         .unwrap();
-    let reader = Arc::new(StoreReader::new(store.clone()));
+    let reader = Arc::new(StoreReader::new(Arc::new(store.clone())));
     let refs = SessionReferences::new(SessionReferenceConfig::default(), reader);
     let (agent, adapter, _root) = agent(&store, Some(&refs));
     adapter.push_chunks(text_response("ok"));
@@ -103,8 +103,8 @@ async fn a_referenced_session_enters_as_a_snapshot_after_the_readable_prompt() {
 #[tokio::test]
 async fn a_self_reference_fails_the_turn_before_anything_is_logged() {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
-    let reader = Arc::new(StoreReader::new(store.clone()));
+    let store = JsonlStore::new(home.path());
+    let reader = Arc::new(StoreReader::new(Arc::new(store.clone())));
     let refs = SessionReferences::new(SessionReferenceConfig::default(), reader);
     let (agent, adapter, _root) = agent(&store, Some(&refs));
     let uri = encode_session_uri(agent.id());
@@ -128,8 +128,8 @@ async fn file_mentions_are_plain_prompt_text() {
     // Checklist B24: nothing reads or attaches the referenced file.
     let home = tempfile::tempdir().unwrap();
     std::fs::write(home.path().join("secret.txt"), "TOP SECRET CONTENT").unwrap();
-    let store = SessionStore::new(home.path());
-    let reader = Arc::new(StoreReader::new(store.clone()));
+    let store = JsonlStore::new(home.path());
+    let reader = Arc::new(StoreReader::new(Arc::new(store.clone())));
     let refs = SessionReferences::new(SessionReferenceConfig::default(), reader);
     let (agent, adapter, _root) = agent(&store, Some(&refs));
     adapter.push_chunks(text_response("ok"));

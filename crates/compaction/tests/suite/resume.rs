@@ -2,7 +2,7 @@
 
 use dsh_agent::scripted::text_response;
 use dsh_session::CreateOptions;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,7 @@ use super::support::idle;
 #[tokio::test]
 async fn a_compacted_session_resumes_and_forks_with_the_same_history() {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let log = store
         .create(CreateOptions {
             cwd: Some(home.path().to_path_buf()),
