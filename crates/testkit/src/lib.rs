@@ -22,6 +22,7 @@ pub mod error;
 pub mod harness;
 pub mod headless;
 pub mod judge;
+pub mod long_session;
 pub mod normalize;
 pub mod replay;
 pub mod runner;
