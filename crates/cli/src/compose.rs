@@ -135,6 +135,7 @@ impl Harness {
         let root = Scope::root();
         let hooks =
             dsh_agent::AgentHooks::install(&root).context("cannot install the agent hooks")?;
+        let hooks_service = hooks.clone();
         let registry = ToolRegistry::install(
             &root,
             RegistryConfig {
@@ -203,10 +204,29 @@ impl Harness {
             if !config.plugin_enabled(name, true)? {
                 continue;
             }
-            // Upstream resolves the file from the launch cwd, once: one file for every session.
-            let path = std::env::current_dir()?.join(path);
-            if let Some(hooks) = dsh_hooks::HooksConfig::load(dialect, &path)? {
-                dsh_hooks::install(&registry, &root, hooks);
+            // Upstream reads the file once, a relative path against the launch cwd (ours too):
+            // one file for every session, and warnings name the path as configured.
+            let mut bridge = dsh_hooks::BridgeSettings::new(path.to_string_lossy());
+            bridge.plugin_root = hooks.plugin_root.clone();
+            bridge.project_dir = hooks.project_dir.clone();
+            bridge.model = hooks.model.clone().unwrap_or_default();
+            if let Some(ms) = hooks.default_timeout_ms {
+                bridge.default_timeout_ms = ms;
+            }
+            if let Some(cap) = hooks.stderr_summary_max_chars {
+                bridge.stderr_summary_max_chars = cap;
+            }
+            // Hook children start from the credential-scrubbed environment.
+            let env: dsh_hooks::EnvSource = Arc::new(|| {
+                dsh_mcp::scrubbed_env(std::env::vars(), &Default::default())
+                    .into_iter()
+                    .collect()
+            });
+            let executor = Arc::new(dsh_hooks::LocalExecutor::new(env));
+            let loaded = dsh_hooks::HookBridge::load(dialect, bridge, executor, None)
+                .map_err(anyhow::Error::msg)?;
+            if let Some(bridge) = loaded.bridge {
+                bridge.install(&root, &registry, &hooks_service);
             }
         }
         // Code Mode is always available so a session can switch presentation (`/mode`); it only
@@ -310,10 +330,6 @@ impl Harness {
         scope.provide(state.clone())?;
         scope.provide::<dyn dsh_code::CodeDispatchLog>(Arc::new(LogCodeDispatch(log.clone())))?;
         scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;
-        scope.provide::<dyn dsh_hooks::HookSink>(Arc::new(LogHookSink {
-            log: log.clone(),
-            cwd: cwd.to_path_buf(),
-        }))?;
         self.register_fs_tools(&scope, &state)?;
         self.shell.attach(&handle)?;
         Ok(handle)
@@ -543,25 +559,6 @@ impl TodoSink for LogTodoSink {
             .append("todo/write", json!({ "todos": todos }), None)
             .map(drop)
             .map_err(|e| e.to_string())
-    }
-}
-
-/// Appends `hook/invoked` / `hook/result` with the open turn, and gives hooks the session cwd.
-struct LogHookSink {
-    log: SessionLog,
-    cwd: PathBuf,
-}
-
-impl dsh_hooks::HookSink for LogHookSink {
-    fn record(&self, event: &dsh_hooks::HookEvent) {
-        let turns = self.log.turn_state();
-        let turn = turns.open_turn.unwrap_or(turns.last_turn);
-        if let Err(error) = self.log.append(event.event_type(), event.data(turn), None) {
-            tracing::warn!(%error, "cannot log a hook event");
-        }
-    }
-    fn cwd(&self) -> Option<PathBuf> {
-        Some(self.cwd.clone())
     }
 }
 

@@ -88,6 +88,16 @@ pub struct HooksSettings {
     /// The bridge's hook file, resolved against the process's launch cwd and read once; absent
     /// = the bridge is off, a missing file = no hooks.
     pub config_path: Option<PathBuf>,
+    /// Claude Code: replaces `${CLAUDE_PLUGIN_ROOT}` in commands.
+    pub plugin_root: Option<String>,
+    /// Claude Code: replaces `${CLAUDE_PROJECT_DIR}`; hooks' `CLAUDE_PROJECT_DIR`.
+    pub project_dir: Option<String>,
+    /// Codex: the `model` stamped on payloads.
+    pub model: Option<String>,
+    /// Timeout of a hook that sets none (default 600 000).
+    pub default_timeout_ms: Option<f64>,
+    /// Cap of `hook/result.stderrSummary` (default 500; a positive integer).
+    pub stderr_summary_max_chars: Option<f64>,
 }
 
 /// `[prompt]`
