@@ -104,6 +104,16 @@ impl SessionState {
     }
 }
 
+impl dsh_approval::PolicySource for SessionState {
+    fn standing(&self) -> dsh_approval::Policy {
+        if self.permissions().1 {
+            dsh_approval::Policy::Never
+        } else {
+            dsh_approval::Policy::Ask
+        }
+    }
+}
+
 fn approval_text(never: bool) -> &'static str {
     if never {
         "Approval prompts are disabled in this session: actions that require approval are rejected automatically — do not request sandbox escalation (do not set `sandbox_permissions`)."
@@ -328,6 +338,12 @@ impl Harness {
         let scope = handle.scope().clone();
         let _ = agent_scope.set(scope.clone());
         scope.provide(state.clone())?;
+        // The approval service (audit + policy); front-ends that can ask a person wrap theirs
+        // in one of their own.
+        scope.provide::<dyn dsh_approval::PolicySource>(state.clone())?;
+        scope.provide::<dyn dsh_tools::ApprovalService>(Arc::new(
+            dsh_approval::UserApproval::new(None, Some(state.clone())),
+        ))?;
         scope.provide::<dyn dsh_code::CodeDispatchLog>(Arc::new(LogCodeDispatch(log.clone())))?;
         scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;
         self.register_fs_tools(&scope, &state)?;

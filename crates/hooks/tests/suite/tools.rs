@@ -411,3 +411,66 @@ async fn matchers_pick_the_tools_their_groups_apply_to() {
     assert!(rig.work.join("regex-ran").exists());
     assert_eq!(rig.of("hook/invoked").len(), 1);
 }
+
+struct Never;
+
+impl dsh_approval::PolicySource for Never {
+    fn standing(&self) -> dsh_approval::Policy {
+        dsh_approval::Policy::Never
+    }
+}
+
+struct Loud(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl dsh_tools::ApprovalService for Loud {
+    fn request(
+        &self,
+        _: dsh_tools::ApprovalRequest,
+    ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { dsh_tools::ApprovalOutcome::AllowedOnce })
+    }
+}
+
+#[tokio::test]
+async fn item_26_ask_under_policy_never_is_an_audited_rejection_without_a_client() {
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client = asked.clone();
+    let reasoned = r#"echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"ask","permissionDecisionReason":"needs a human"}}'"#;
+    let rig = Rig::with(Setup {
+        before_agent: Some(Box::new(move |root, _| {
+            root.provide::<dyn dsh_tools::ApprovalService>(std::sync::Arc::new(
+                dsh_approval::UserApproval::new(
+                    Some(std::sync::Arc::new(Loud(client))),
+                    Some(std::sync::Arc::new(Never)),
+                ),
+            ))
+            .unwrap();
+        })),
+        ..Setup::new(Dialect::ClaudeCode, pre(json!([group(None, &[reasoned])])))
+    });
+    call_bash(&rig).await;
+    assert_eq!(
+        rig.result_text(0).0,
+        "Error: the user rejected tool \"bash\""
+    );
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+    assert_eq!(rig.body_runs.load(Ordering::SeqCst), 0);
+    let asked_event = &rig.of("approval/asked")[0];
+    assert_eq!(asked_event["reason"], "needs a human");
+    assert_eq!(asked_event["toolName"], "bash");
+    assert_eq!(rig.of("approval/decided")[0]["outcome"], "rejected");
+    let skeleton = rig.skeleton();
+    let call = skeleton.iter().position(|k| k == "tool/call").unwrap();
+    assert_eq!(
+        &skeleton[call..call + 6],
+        [
+            "tool/call",
+            "hook/invoked",
+            "hook/result",
+            "approval/asked",
+            "approval/decided",
+            "tool/result"
+        ]
+    );
+}
