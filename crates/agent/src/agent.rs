@@ -87,6 +87,12 @@ pub(crate) enum Phase {
         cause: Option<CancelCause>,
         latch: bool,
     },
+    /// Idle admission reserved by [`AgentHandle::begin_maintenance`]: public status stays idle,
+    /// waking sends latch until it ends.
+    Maintenance {
+        abort: CancellationToken,
+        latch: bool,
+    },
 }
 
 impl Phase {
@@ -124,7 +130,7 @@ pub(crate) struct Inner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) gate: Mutex<()>,
     pub(crate) state: Mutex<State>,
-    idle: watch::Sender<bool>,
+    pub(crate) idle: watch::Sender<bool>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -287,9 +293,28 @@ impl AgentHandle {
         &self.inner.hooks
     }
 
+    /// The route of the agent options (what the first request uses unless a listener changes it).
+    pub fn provider(&self) -> &str {
+        &self.inner.provider
+    }
+
+    pub fn model(&self) -> &str {
+        &self.inner.model
+    }
+
+    /// The adapter serving the agent's provider (side requests such as summaries use it).
+    pub fn adapter(&self) -> &Arc<dyn ModelAdapter> {
+        &self.inner.adapter
+    }
+
+    /// The working directory (the agent option, else the session header's).
+    pub fn cwd(&self) -> Option<&str> {
+        self.inner.cwd.as_deref()
+    }
+
     pub fn status(&self) -> AgentStatus {
         match lock(&self.inner.state).phase {
-            Phase::Idle => AgentStatus::Idle,
+            Phase::Idle | Phase::Maintenance { .. } => AgentStatus::Idle,
             Phase::Running { .. } => AgentStatus::Running,
         }
     }
@@ -320,7 +345,9 @@ impl AgentHandle {
             if let Err(error) = self.clear_inbox() {
                 tracing::warn!(agent = %self.inner.id, %error, "cancel could not clear the inbox");
             }
-            if let Phase::Running { latch, .. } = &mut lock(&self.inner.state).phase {
+            if let Phase::Running { latch, .. } | Phase::Maintenance { latch, .. } =
+                &mut lock(&self.inner.state).phase
+            {
                 *latch = false;
             }
         }
@@ -335,6 +362,8 @@ impl AgentHandle {
             if current.is_none() {
                 *current = Some(cause);
             }
+            abort.cancel();
+        } else if let Phase::Maintenance { abort, .. } = &state.phase {
             abort.cancel();
         }
     }
@@ -378,7 +407,7 @@ impl AgentHandle {
             Phase::Running {
                 cause: Some(cause), ..
             } => cause.clone(),
-            Phase::Running { .. } | Phase::Idle => AbortReason::User,
+            Phase::Running { .. } | Phase::Idle | Phase::Maintenance { .. } => AbortReason::User,
         }
     }
 
@@ -397,6 +426,12 @@ impl AgentHandle {
                     true
                 }
                 Phase::Idle => false,
+                Phase::Maintenance { latch, .. } => {
+                    if !disposing {
+                        *latch = true;
+                    }
+                    false
+                }
                 Phase::Running {
                     abort,
                     cause,
@@ -431,7 +466,7 @@ impl AgentHandle {
                 Phase::Running { abort, .. } if !abort.is_cancelled() => {
                     (abort.clone(), state.last_turn + 1)
                 }
-                Phase::Running { .. } | Phase::Idle => return None,
+                Phase::Running { .. } | Phase::Idle | Phase::Maintenance { .. } => return None,
             }
         };
         if let Err(error) = self
