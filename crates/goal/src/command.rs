@@ -180,3 +180,42 @@ mod tests {
         );
     }
 }
+
+/// Registers `/goal` on the slash-command registry, owned by `owner`.
+pub fn register(
+    registry: &dsh_commands::CommandRegistry,
+    owner: &dsh_kernel::Scope,
+    goals: std::sync::Arc<Goals>,
+) -> Result<dsh_kernel::Disposer, dsh_commands::CommandError> {
+    let spec = dsh_commands::CommandSpec::new(
+        NAME,
+        DESCRIPTION,
+        move |call: dsh_commands::CommandCall| {
+            let goals = goals.clone();
+            async move {
+                let images = !call.images.is_empty();
+                let parsed = parse(call.argument());
+                let outcome = run(&goals, &call.agent, call.argument(), images);
+                match outcome {
+                    Outcome::Success(text) => {
+                        if images && matches!(parsed, Parsed::Create(_) | Parsed::Edit(_)) {
+                            let mut content = call.images.clone();
+                            content.push(dsh_protocol::ContentBlock::text(IMAGES_TEXT));
+                            call.agent
+                                .followup(dsh_protocol::Message::user(
+                                    content,
+                                    dsh_protocol::MessageSource::user(),
+                                ))
+                                .map_err(|e| e.to_string())?;
+                        }
+                        Ok(dsh_commands::CommandResult::text(text))
+                    }
+                    Outcome::Error(text) => Ok(dsh_commands::CommandResult::error(text)),
+                }
+            }
+        },
+    )
+    .input(HINT)
+    .images(true);
+    registry.register(owner, spec)
+}

@@ -65,3 +65,29 @@ pub fn run(
         .into(),
     )
 }
+
+/// Registers `/plan` on the slash-command registry, owned by `owner`.
+pub fn register(
+    registry: &dsh_commands::CommandRegistry,
+    owner: &dsh_kernel::Scope,
+    plan: std::sync::Arc<PlanMode>,
+) -> Result<dsh_kernel::Disposer, dsh_commands::CommandError> {
+    let spec = dsh_commands::CommandSpec::new(
+        NAME,
+        DESCRIPTION,
+        move |call: dsh_commands::CommandCall| {
+            let plan = plan.clone();
+            async move {
+                Ok(
+                    match run(&plan, &call.agent, call.argument(), call.images.clone()) {
+                        Outcome::Success(text) => dsh_commands::CommandResult::text(text),
+                        Outcome::Error(text) => dsh_commands::CommandResult::error(text),
+                    },
+                )
+            }
+        },
+    )
+    .input(HINT)
+    .images(true);
+    registry.register(owner, spec)
+}

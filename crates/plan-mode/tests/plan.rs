@@ -399,3 +399,55 @@ async fn item_91_a_fork_inherits_the_plan_state() {
     let fresh = rig();
     assert!(!fresh.plan.logged(&fresh.agent));
 }
+
+#[tokio::test]
+async fn plan_and_its_texts_run_through_the_command_registry() {
+    let rig = rig();
+    let registry = dsh_commands::CommandRegistry::new();
+    let owner = Scope::root();
+    dsh_plan_mode::command::register(&registry, &owner, rig.plan.clone()).unwrap();
+    let info = registry.find(rig.agent.scope(), "plan").unwrap();
+    assert_eq!(info.description, "Enter or leave plan mode");
+    assert_eq!(info.input.as_ref().unwrap().hint, "[off|message]");
+    assert!(info.input.unwrap().images);
+    let executed = registry
+        .execute(
+            &rig.agent,
+            "/plan",
+            Vec::new(),
+            dsh_tools::CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        executed.result.display_text().as_deref(),
+        Some("Plan mode on. Use /plan off to leave.")
+    );
+    let kinds: Vec<String> = rig
+        .agent
+        .log()
+        .events()
+        .iter()
+        .map(|e| e.kind.clone())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "command/run").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| *k == "command/done").count(), 1);
+    assert!(rig.plan.logged(&rig.agent));
+    let off = registry
+        .execute(
+            &rig.agent,
+            "/plan off",
+            vec![ContentBlock::text("img")],
+            dsh_tools::CancellationToken::new(),
+        )
+        .await;
+    // An image block alongside `off` is refused (by the registry's admission or by /plan).
+    let text = match off {
+        Ok(Some(executed)) => executed.result.display_text().unwrap_or_default(),
+        Ok(None) => String::new(),
+        Err(error) => error.to_string(),
+    };
+    assert!(!text.is_empty());
+    assert!(rig.plan.logged(&rig.agent));
+}
