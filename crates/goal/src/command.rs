@@ -158,29 +158,6 @@ pub fn run(goals: &Goals, agent: &AgentHandle, input: &str, images: bool) -> Out
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parsing_follows_the_trimmed_case_insensitive_rules() {
-        assert_eq!(parse("  "), Parsed::Show);
-        assert_eq!(parse("CLEAR"), Parsed::Clear);
-        assert_eq!(parse(" Pause "), Parsed::Pause);
-        assert_eq!(parse("resume"), Parsed::Resume);
-        assert_eq!(parse("edit"), Parsed::InvalidEdit);
-        assert_eq!(parse("edit   new thing "), Parsed::Edit("new thing".into()));
-        assert_eq!(
-            parse("editor tweaks"),
-            Parsed::Create("editor tweaks".into())
-        );
-        assert_eq!(
-            parse("pause after verification"),
-            Parsed::Create("pause after verification".into())
-        );
-    }
-}
-
 /// Registers `/goal` on the slash-command registry, owned by `owner`.
 pub fn register(
     registry: &dsh_commands::CommandRegistry,
@@ -218,4 +195,27 @@ pub fn register(
     .input(HINT)
     .images(true);
     registry.register(owner, spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing_follows_the_trimmed_case_insensitive_rules() {
+        assert_eq!(parse("  "), Parsed::Show);
+        assert_eq!(parse("CLEAR"), Parsed::Clear);
+        assert_eq!(parse(" Pause "), Parsed::Pause);
+        assert_eq!(parse("resume"), Parsed::Resume);
+        assert_eq!(parse("edit"), Parsed::InvalidEdit);
+        assert_eq!(parse("edit   new thing "), Parsed::Edit("new thing".into()));
+        assert_eq!(
+            parse("editor tweaks"),
+            Parsed::Create("editor tweaks".into())
+        );
+        assert_eq!(
+            parse("pause after verification"),
+            Parsed::Create("pause after verification".into())
+        );
+    }
 }
