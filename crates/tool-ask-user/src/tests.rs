@@ -111,3 +111,22 @@ async fn c4_items_5_6_the_answer_text_and_multi_select() {
             .all(|q| q.detail.is_none() && q.intent.is_none())
     );
 }
+
+struct Dismissing;
+
+impl UserQuestionProvider for Dismissing {
+    fn ask(&self, _: QuestionRequest) -> BoxFuture<'static, Result<Answers, UserQuestionError>> {
+        Box::pin(async { Err(UserQuestionError::cancelled()) })
+    }
+}
+
+#[tokio::test]
+async fn c4_item_9_a_client_cancel_is_the_cancelled_text() {
+    let (root, tools, service) = setup();
+    service.register_provider(&root, Arc::new(Dismissing)).unwrap();
+    let args = json!({"questions": [{"id": "q", "question": "Pick?"}]});
+    assert_eq!(
+        call(&tools, args, CancellationToken::new()).await,
+        ("Error: the user cancelled ask_user_question".into(), true)
+    );
+}
