@@ -31,6 +31,7 @@ use crate::config::Overrides;
 pub fn run() -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let config = Config::load(&cwd, &Overrides::default())?;
+    crate::trust::print_notice(config.project.as_ref());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

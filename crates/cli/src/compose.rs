@@ -75,6 +75,11 @@ pub struct SessionState {
     pub id: String,
     pub cwd: PathBuf,
     pub jsonl: Option<PathBuf>,
+    /// dsh's home: the file tools neither write it nor read it, but for `readable`.
+    dsh_home: PathBuf,
+    /// Inside dsh's home, still readable by this session's file tools (its spill folder,
+    /// the skills).
+    readable: Vec<PathBuf>,
     permissions: std::sync::Mutex<(SandboxMode, bool)>,
     fs_tools: std::sync::Mutex<Vec<dsh_kernel::Disposer>>,
 }
@@ -90,7 +95,10 @@ impl SessionState {
 
     pub fn file_policy(&self) -> FilePolicy {
         let (mode, never) = self.permissions();
-        let mut policy = FilePolicy::new(mode, &self.cwd);
+        let mut policy = FilePolicy::new(mode, &self.cwd).with_dsh_home(&self.dsh_home);
+        for path in &self.readable {
+            policy = policy.allow_reading(path);
+        }
         policy.escalation_advertised = policy.escalation_advertised && !never;
         policy
     }
@@ -154,6 +162,10 @@ impl Harness {
         )
         .context("cannot install the tool registry")?;
         let mut deepseek = DeepSeekConfig::from_env();
+        // The key never reaches a child process or a tool result (see `dsh-secrets`).
+        if let Some(key) = &deepseek.api_key {
+            dsh_secrets::register_secret(key.clone());
+        }
         if let Some(base) = config.get_str("model.base_url") {
             deepseek.base_url = base.to_owned();
         }
@@ -171,6 +183,8 @@ impl Harness {
             None => SpillStore::in_temp_dir(),
         };
         let spill_enabled = config.plugin_enabled("spill", true)?;
+        // Before the spill policy, which runs outermost and so spills the redacted text.
+        crate::redact::install(&registry, &root);
         if spill_enabled && settings.spill.max_inline_bytes > 0 {
             dsh_spill::install_policy(
                 &registry,
@@ -226,13 +240,8 @@ impl Harness {
             if let Some(cap) = hooks.stderr_summary_max_chars {
                 bridge.stderr_summary_max_chars = cap;
             }
-            // Hook children start from the credential-scrubbed environment.
-            let env: dsh_hooks::EnvSource = Arc::new(|| {
-                dsh_mcp::scrubbed_env(std::env::vars(), &Default::default())
-                    .into_iter()
-                    .collect()
-            });
-            let executor = Arc::new(dsh_hooks::LocalExecutor::new(env));
+            // Hook children start from dsh's environment through the shared filter.
+            let executor = Arc::new(dsh_hooks::LocalExecutor::with_shared_filter());
             let loaded = dsh_hooks::HookBridge::load(dialect, bridge, executor, None)
                 .map_err(anyhow::Error::msg)?;
             if let Some(bridge) = loaded.bridge {
@@ -307,10 +316,19 @@ impl Harness {
 
     fn attach(&self, log: SessionLog, cwd: &Path, resume: bool) -> anyhow::Result<AgentHandle> {
         let agent_scope = Arc::new(std::sync::OnceLock::<Scope>::new());
+        let mut readable = vec![self.config.home.join("skills")];
+        readable.extend(log.path());
+        if let Some(spill) = &self.spill
+            && let Ok(dir) = spill.session_dir(log.id())
+        {
+            readable.push(dir);
+        }
         let state = Arc::new(SessionState {
             id: log.id().to_owned(),
             cwd: cwd.to_path_buf(),
             jsonl: log.path(),
+            dsh_home: self.config.home.clone(),
+            readable,
             permissions: std::sync::Mutex::new((
                 self.settings.sandbox,
                 self.settings.approval_never,

@@ -69,6 +69,28 @@ pub struct Config {
     tree: Map<String, Value>,
     sources: BTreeMap<String, Layer>,
     pub files: Vec<(Layer, PathBuf)>,
+    /// The project layer and how far it was trusted (see [`crate::trust`]).
+    pub project: Option<ProjectLayer>,
+}
+
+/// A folder's `.dsh/config.toml` and what the trust rule did with it.
+#[derive(Debug, Clone)]
+pub struct ProjectLayer {
+    pub file: PathBuf,
+    pub folder: PathBuf,
+    /// The user's recorded decision, if any.
+    pub trust: Option<crate::trust::Trust>,
+    pub trusted: bool,
+    /// Keys of the project layer that were ignored because the folder is not trusted.
+    pub ignored: Vec<String>,
+}
+
+impl ProjectLayer {
+    /// The notice to print when keys were ignored.
+    pub fn notice(&self) -> Option<String> {
+        (!self.ignored.is_empty())
+            .then(|| crate::trust::notice(&self.file, &self.folder, &self.ignored))
+    }
 }
 
 /// Values the command line sets on top of every file and the environment.
@@ -115,16 +137,37 @@ impl Config {
             tree: Map::new(),
             sources: BTreeMap::new(),
             files: Vec::new(),
+            project: None,
         };
         config.merge(Layer::Default, defaults());
-        for (layer, path) in [
-            (Layer::User, home.join("config.toml")),
-            (Layer::Project, cwd.join(".dsh/config.toml")),
-        ] {
-            if let Some(table) = read_toml(&path)? {
-                config.files.push((layer, path));
-                config.merge(layer, table);
-            }
+        let user_path = home.join("config.toml");
+        let user = read_toml(&user_path)?;
+        if let Some(table) = user.clone() {
+            config.files.push((Layer::User, user_path.clone()));
+            config.merge(Layer::User, table);
+        }
+        let project_path = cwd.join(".dsh/config.toml");
+        if project_path != user_path
+            && let Some(table) = read_toml(&project_path)?
+        {
+            let trust = crate::trust::lookup(&user.unwrap_or_default(), cwd);
+            let trusted =
+                crate::trust::trusted_for_this_run() || trust == Some(crate::trust::Trust::Trusted);
+            let (table, ignored) = if trusted {
+                (table, Vec::new())
+            } else {
+                let filtered = crate::trust::filter_project_layer(&config.tree, table);
+                (filtered.kept, filtered.ignored)
+            };
+            config.files.push((Layer::Project, project_path.clone()));
+            config.merge(Layer::Project, table);
+            config.project = Some(ProjectLayer {
+                file: project_path,
+                folder: cwd.to_path_buf(),
+                trust,
+                trusted,
+                ignored,
+            });
         }
         config.merge(Layer::Env, env_layer());
         let mut flags = Map::new();
@@ -263,6 +306,7 @@ mod tests {
             tree: Map::new(),
             sources: BTreeMap::new(),
             files: Vec::new(),
+            project: None,
         };
         config.merge(Layer::Default, defaults());
         let user = serde_json::json!({"model": {"name": "deepseek-v4-pro"}, "plugins": {"bash": {"timeout_ms": 1000}}});

@@ -50,6 +50,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         ..Overrides::default()
     };
     let config = Config::load(&cwd, &overrides)?;
+    crate::trust::print_notice(config.project.as_ref());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

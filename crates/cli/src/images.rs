@@ -200,10 +200,12 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
+    /// `toml` as the user's own configuration (a project layer would be filtered: the temp
+    /// folder is not trusted).
     fn config_in(dir: &tempfile::TempDir, toml: &str) -> Config {
-        std::fs::create_dir_all(dir.path().join(".dsh")).unwrap();
-        std::fs::write(dir.path().join(".dsh/config.toml"), toml).unwrap();
         let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("config.toml"), toml).unwrap();
         Config::load_in(home, dir.path(), &crate::config::Overrides::default()).unwrap()
     }
 

@@ -12,12 +12,14 @@ mod config;
 mod exec;
 mod images;
 mod mcp_cmd;
+mod redact;
 mod sessions;
 mod settings;
 mod shell;
 mod skills;
 mod titles;
 mod tools_cmd;
+mod trust;
 mod tui;
 
 use std::path::PathBuf;
@@ -38,6 +40,9 @@ use clap::Subcommand;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Trust this folder's `.dsh/config.toml` for this run (see `dsh trust`).
+    #[arg(long, global = true)]
+    trust_project: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -88,6 +93,16 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Trust a folder's own `.dsh/config.toml` (recorded in $DSH_HOME/config.toml). Until
+    /// then, its settings that could widen the sandbox, redirect credentials or start
+    /// processes are ignored.
+    Trust {
+        /// The folder (default: the current folder).
+        path: Option<PathBuf>,
+        /// Mark the folder untrusted instead.
+        #[arg(long)]
+        revoke: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -122,7 +137,15 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
+    // Re-executed as the process guard of an unconfined tool command: nothing else runs.
+    if let Some(code) = dsh_tool_shell::guard::run_if_invoked() {
+        return code;
+    }
+    dsh_tool_shell::guard::set_program(guard_program());
     let cli = Cli::parse();
+    if cli.trust_project {
+        trust::trust_for_this_run();
+    }
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
     let result = match cli.command {
@@ -153,6 +176,9 @@ fn main() -> ExitCode {
         Some(Command::Config {
             command: ConfigCommand::Show { cwd },
         }) => config_show(cwd),
+        Some(Command::Trust { path, revoke }) => {
+            config::dsh_home().and_then(|home| trust::command(&home, path, revoke))
+        }
     };
     match result {
         Ok(code) => code,
@@ -161,6 +187,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// This binary, as the guard of unconfined tool commands. `/proc/self/exe` still runs the
+/// binary that is running even after it was replaced on disk.
+fn guard_program() -> PathBuf {
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return proc_exe;
+    }
+    std::env::current_exe().unwrap_or(proc_exe)
 }
 
 fn init_tracing(to_file: bool) {
@@ -194,9 +230,18 @@ fn config_show(cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let config = config::Config::load(&cwd, &config::Overrides::default())?;
+    trust::print_notice(config.project.as_ref());
     println!("# home: {}", config.home.display());
     for (layer, path) in &config.files {
         println!("# {layer} file: {}", path.display());
+    }
+    if let Some(project) = &config.project {
+        let trust = if project.trusted {
+            "trusted"
+        } else {
+            "not trusted"
+        };
+        println!("# project folder: {} ({trust})", project.folder.display());
     }
     for (key, value) in config.tree() {
         println!("[{key}] (from {})", config.source(key));

@@ -16,6 +16,9 @@ use crate::config::Config;
 pub struct SandboxSettings {
     #[serde(default = "default_sandbox_mode")]
     pub mode: String,
+    /// Network of confined commands under `workspace-write`: `allow` (default) or `deny`.
+    /// `read-only` never has the network.
+    pub network: Option<String>,
 }
 
 fn default_sandbox_mode() -> String {
@@ -124,6 +127,7 @@ pub struct Settings {
     pub tools_mode: PresentationMode,
     pub max_parallel: usize,
     pub sandbox: SandboxMode,
+    pub network: dsh_tool_shell::sandbox::NetworkAccess,
     pub approval_never: bool,
     pub bash: BashSettings,
     pub fs: FsSettings,
@@ -140,14 +144,21 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_config(config: &Config) -> anyhow::Result<Self> {
-        let sandbox: SandboxSettings = plugin(config, "sandbox")?;
-        let sandbox = match sandbox.mode.as_str() {
+        let sandbox_settings: SandboxSettings = plugin(config, "sandbox")?;
+        let sandbox = match sandbox_settings.mode.as_str() {
             "read-only" => SandboxMode::ReadOnly,
             "workspace-write" => SandboxMode::WorkspaceWrite,
             "danger-full-access" => SandboxMode::DangerFullAccess,
             other => anyhow::bail!(
                 "[plugins.sandbox] mode must be read-only, workspace-write or danger-full-access, not {other:?}"
             ),
+        };
+        let network = match sandbox_settings.network.as_deref() {
+            None | Some("allow") => dsh_tool_shell::sandbox::NetworkAccess::Allow,
+            Some("deny") => dsh_tool_shell::sandbox::NetworkAccess::Deny,
+            Some(other) => {
+                anyhow::bail!("[plugins.sandbox] network must be allow or deny, not {other:?}")
+            }
         };
         let approval: ApprovalSettings = plugin(config, "approval")?;
         let approval_never = match approval.policy.as_deref() {
@@ -190,6 +201,7 @@ impl Settings {
             tools_mode,
             max_parallel,
             sandbox,
+            network,
             approval_never,
             bash: plugin(config, "bash")?,
             fs: plugin(config, "fs")?,

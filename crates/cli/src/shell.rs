@@ -13,7 +13,6 @@ use dsh_tool_shell::JobsConfig;
 use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::OwnerId;
 use dsh_tool_shell::SandboxConfig;
-use dsh_tool_shell::SandboxPolicy;
 use dsh_tool_shell::ShellContext;
 use dsh_tool_shell::ShellTools;
 use dsh_tool_shell::WakeBudget;
@@ -70,6 +69,7 @@ impl ShellPlugin {
         }
         let jobs = JobsRuntime::new(JobsConfig::default());
         let mut sandbox = SandboxConfig::new(settings.sandbox);
+        sandbox.network = settings.network;
         sandbox.approval = if settings.approval_never {
             ApprovalPolicy::Never
         } else {
@@ -89,6 +89,7 @@ impl ShellPlugin {
         );
         let home = config.home.clone();
         let runtime = jobs.clone();
+        let standing = sandbox.clone();
         let resolve = Arc::new(move |run: &ToolRun| -> Result<ShellContext, ToolError> {
             let agent = run
                 .agent()
@@ -106,7 +107,7 @@ impl ShellPlugin {
             } else {
                 ApprovalPolicy::Ask
             };
-            ctx.sandbox = Some(SandboxPolicy::new(mode, &state.cwd).with_approval(approval));
+            ctx.sandbox = Some(standing.policy_in(mode, &state.cwd).with_approval(approval));
             ctx.config = bash.clone();
             ctx.spill = spill_store.clone();
             ctx.jobs = Some(runtime.clone());

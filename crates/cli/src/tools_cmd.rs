@@ -14,6 +14,7 @@ pub fn run(json: bool, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let config = Config::load(&cwd, &Overrides::default())?;
+    crate::trust::print_notice(config.project.as_ref());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

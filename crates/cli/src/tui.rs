@@ -17,7 +17,10 @@ pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
+    let mut config = Config::load(&cwd, &Overrides::default())?;
+    if crate::trust::ask_once(&config.home, config.project.as_ref())? {
+        config = Config::load(&cwd, &Overrides::default())?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

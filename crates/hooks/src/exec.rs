@@ -81,6 +81,12 @@ impl LocalExecutor {
         }
     }
 
+    /// Children start from dsh's environment through the shared filter
+    /// (`dsh_secrets::parent_env`): no credential-like name, no registered secret, no `DSH_*`.
+    pub fn with_shared_filter() -> Self {
+        Self::new(Arc::new(dsh_secrets::parent_env))
+    }
+
     /// `clampTimeout`: a non-positive or non-finite value is refused.
     pub fn resolve_timeout(&self, timeout_ms: f64) -> Result<Duration, String> {
         if !timeout_ms.is_finite() || timeout_ms <= 0.0 {
@@ -106,13 +112,24 @@ impl LocalExecutor {
             Some(cwd) => cwd,
             None => std::env::current_dir().map_err(|e| format!("bash-local: {e}"))?,
         };
-        let mut command = tokio::process::Command::new("bash");
+        let base = (self.env)();
+        // Resolved to an absolute path in the child's own PATH, so the spawn stays on
+        // posix_spawn and a project cannot shadow `bash` through dsh's PATH.
+        let path = base
+            .iter()
+            .chain(request.env.iter())
+            .rev()
+            .find(|(name, _)| name == "PATH")
+            .map(|(_, value)| value.clone());
+        let bash = dsh_secrets::resolve_program("bash", path.as_deref(), &cwd)
+            .unwrap_or_else(|| PathBuf::from("bash"));
+        let mut command = tokio::process::Command::new(bash);
         command
             .arg("-c")
             .arg(&request.command)
             .current_dir(&cwd)
             .env_clear()
-            .envs((self.env)())
+            .envs(base)
             .envs(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

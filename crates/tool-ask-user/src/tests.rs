@@ -123,7 +123,9 @@ impl UserQuestionProvider for Dismissing {
 #[tokio::test]
 async fn c4_item_9_a_client_cancel_is_the_cancelled_text() {
     let (root, tools, service) = setup();
-    service.register_provider(&root, Arc::new(Dismissing)).unwrap();
+    service
+        .register_provider(&root, Arc::new(Dismissing))
+        .unwrap();
     let args = json!({"questions": [{"id": "q", "question": "Pick?"}]});
     assert_eq!(
         call(&tools, args, CancellationToken::new()).await,

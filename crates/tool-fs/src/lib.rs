@@ -16,6 +16,7 @@ pub mod context;
 pub mod edit;
 pub mod error;
 mod exec;
+mod fsat;
 pub mod glob;
 pub mod grep;
 mod mutate;
