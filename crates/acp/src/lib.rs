@@ -22,6 +22,7 @@ mod images;
 mod live;
 mod mapping;
 mod prompt;
+mod questions;
 mod serve;
 mod session;
 mod time;
