@@ -33,8 +33,8 @@ use crate::domain::goal_round_of;
 pub const GET_GOAL: &str = "get_goal";
 pub const CREATE_GOAL: &str = "create_goal";
 pub const UPDATE_GOAL: &str = "update_goal";
-/// The system-prompt section id and order.
-pub const SECTION: (&str, i32) = ("tool:goal", 114);
+/// The system-prompt section id and slot (upstream order 114).
+pub const SECTION: (&str, dsh_agent::prompt::Slot) = ("tool:goal", dsh_agent::prompt::Slot::Tools);
 
 /// The `tool:goal` section, with the configured blocking threshold.
 pub fn section_text(blocked_after_rounds: u64) -> String {

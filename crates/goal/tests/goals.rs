@@ -439,7 +439,7 @@ async fn item_78_cancelling_a_round_pauses_the_goal() {
 #[tokio::test]
 async fn item_77_after_resume_the_goal_is_disarmed() {
     let dir = tempfile_dir();
-    let store = dsh_session::SessionStore::new(dir.clone());
+    let store = dsh_session::JsonlStore::new(dir.clone());
     let log = store.create(dsh_session::CreateOptions::default()).unwrap();
     let id = log.id().to_owned();
     {

@@ -52,8 +52,10 @@ use crate::merge::merge_outputs;
 /// A bridge's plugin configuration (upstream keys in camelCase).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BridgeSettings {
-    /// The hook file, as configured (relative = against the launch cwd).
+    /// The hook file, as configured (and as warnings name it).
     pub config_path: String,
+    /// What a relative `config_path` resolves against (default: the process cwd).
+    pub base_dir: Option<PathBuf>,
     /// Claude Code: replaces `${CLAUDE_PLUGIN_ROOT}`.
     pub plugin_root: Option<String>,
     /// Claude Code: replaces `${CLAUDE_PROJECT_DIR}` and is hooks' `CLAUDE_PROJECT_DIR`.
@@ -69,6 +71,7 @@ impl BridgeSettings {
     pub fn new(config_path: impl Into<String>) -> Self {
         Self {
             config_path: config_path.into(),
+            base_dir: None,
             plugin_root: None,
             project_dir: None,
             model: String::new(),
@@ -229,9 +232,23 @@ impl HookBridge {
             Dialect::ClaudeCode => subs,
             Dialect::Codex => Substitutions::default(),
         };
-        let file = match HookFile::load(dialect, &settings.config_path, &subs) {
+        let path = match &settings.base_dir {
+            Some(base) => base
+                .join(&settings.config_path)
+                .to_string_lossy()
+                .into_owned(),
+            None => settings.config_path.clone(),
+        };
+        let file = match HookFile::load(dialect, &path, &subs) {
             Ok(file) => file,
             Err(error) => {
+                // Node names the path as it was given to readFileSync.
+                let error = match error {
+                    crate::config::LoadError::Missing(_) => {
+                        crate::config::LoadError::Missing(settings.config_path.clone())
+                    }
+                    other => other,
+                };
                 let warning = format!(
                     "{}: could not load hook config \"{}\": {error} — no hooks registered",
                     dialect.plugin(),

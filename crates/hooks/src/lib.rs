@@ -21,6 +21,7 @@ mod event;
 mod exec;
 mod matcher;
 mod merge;
+mod plugin;
 
 pub use bridge::BridgeSettings;
 pub use bridge::HandlerCounter;
@@ -46,6 +47,11 @@ pub use matcher::Matcher;
 pub use merge::Merged;
 pub use merge::MergedDecision;
 pub use merge::merge_outputs;
+pub use plugin::ClaudeCode;
+pub use plugin::Codex;
+pub use plugin::DialectMarker;
+pub use plugin::HooksPlugin;
+pub use plugin::HooksSettings;
 
 /// `hookSpecificOutput`'s upstream default timeout (`DEFAULT_HOOK_TIMEOUT_MS`).
 pub const DEFAULT_TIMEOUT_MS: f64 = 600_000.0;

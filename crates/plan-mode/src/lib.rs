@@ -20,7 +20,8 @@ pub use state::fold_plan;
 pub use state::install;
 pub use state::narration;
 
-/// The section id and order.
-pub const SECTION: (&str, f64) = ("plan:policy", 50.0);
+/// The section id and slot (upstream order 50).
+pub const SECTION: (&str, dsh_agent::prompt::Slot) =
+    ("plan:policy", dsh_agent::prompt::Slot::Policy);
 /// The narration's plugin name.
 pub const PLUGIN: &str = "plan-mode";

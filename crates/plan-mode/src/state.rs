@@ -9,10 +9,8 @@ use std::sync::PoisonError;
 use dsh_agent::AgentHandle;
 use dsh_agent::AgentHooks;
 use dsh_agent::PreStepDecision;
-use dsh_agent::SessionStarted;
 use dsh_agent::prompt::PromptRegistry;
 use dsh_agent::prompt::Section;
-use dsh_agent::prompt::SectionText;
 use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
@@ -215,7 +213,7 @@ impl PlanMode {
     }
 }
 
-/// Installs plan mode: each new agent gets its `plan:policy` section; pending selections are
+/// Installs plan mode: the `plan:policy` section (computed per agent); pending selections are
 /// applied at pre-step (after the inner chain, on an entering decision).
 pub fn install(
     plan: &Arc<PlanMode>,
@@ -225,30 +223,15 @@ pub fn install(
 ) -> Vec<Disposer> {
     let mut disposers = Vec::new();
     {
-        let (plan, prompts) = (plan.clone(), prompts.clone());
-        disposers.push(
-            hooks
-                .session_start
-                .register(owner, move |event: &SessionStarted| {
-                    let scope = event.agent.scope().clone();
-                    let plan = plan.clone();
-                    let text = SectionText::Dynamic(Arc::new(move || {
-                        AgentHandle::from_scope(&scope)
-                            .map(|agent| plan.section_text(&agent))
-                            .unwrap_or_default()
-                    }));
-                    // Owned by the agent's scope: it goes with the agent.
-                    let _ = prompts.register_section(
-                        event.agent.scope(),
-                        Section {
-                            name: SECTION.0.to_owned(),
-                            order: SECTION.1,
-                            text,
-                        },
-                    );
-                    Ok(())
-                }),
-        );
+        let plan = plan.clone();
+        disposers.push(prompts.register_section(
+            owner,
+            Section::dynamic(SECTION.0, SECTION.1, move |scope| {
+                AgentHandle::from_scope(scope)
+                    .map(|agent| plan.section_text(&agent))
+                    .unwrap_or_default()
+            }),
+        ));
     }
     {
         let plan = plan.clone();

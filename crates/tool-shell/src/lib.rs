@@ -9,7 +9,9 @@
 //! failures, and one-call escalation through the tool runtime's approval seam; and the process
 //! guard of unconfined commands ([`guard`]: own session, subreaper, dies with dsh).
 //! Does not own: when tools run or how results are logged (`dsh-tools`, `dsh-agent`).
-//! Must not depend on: `dsh-agent`, other concrete tool crates.
+//! [`JobsPlugin`] (`[plugins.jobs]`) and [`BashPlugin`] (`[plugins.bash]`) mount them through
+//! the host's seams, with the job-notice policy.
+//! Must not depend on: other concrete tool crates, the host, a front-end.
 
 mod background;
 pub mod bash;
@@ -21,6 +23,7 @@ pub mod guard;
 pub mod job_tools;
 pub mod jobs;
 pub mod notice;
+mod plugin;
 mod process;
 pub mod register;
 pub mod sandbox;
@@ -47,6 +50,12 @@ pub use jobs::OwnerId;
 pub use jobs::PublicJob;
 pub use notice::WakeBudget;
 pub use notice::notice_message;
+pub use plugin::BashPlugin;
+pub use plugin::BashSettings;
+pub use plugin::Completion;
+pub use plugin::JobsPlugin;
+pub use plugin::JobsSettings;
+pub use plugin::job_lines;
 pub use process::kill_all;
 pub use process::kill_group;
 pub use register::ShellTools;

@@ -19,9 +19,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
-use serde::Deserialize;
-use serde::Serialize;
-
+pub use dsh_tools::ApprovalPolicy;
+pub use dsh_tools::NetworkAccess;
 pub use dsh_tools::SandboxMode;
 
 use crate::bash::SandboxPermissions;
@@ -32,25 +31,6 @@ impl From<SandboxPermissions> for SandboxMode {
         match value {
             SandboxPermissions::WorkspaceWrite => Self::WorkspaceWrite,
             SandboxPermissions::DangerFullAccess => Self::DangerFullAccess,
-        }
-    }
-}
-
-/// Whether approval prompts may be raised (`dsh-user-approval` policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalPolicy {
-    Ask,
-    Never,
-}
-
-impl ApprovalPolicy {
-    /// The `dsh-base` rule: `never` iff `danger-full-access`, else `ask`.
-    pub fn default_for(mode: SandboxMode) -> Self {
-        if mode == SandboxMode::DangerFullAccess {
-            Self::Never
-        } else {
-            Self::Ask
         }
     }
 }
@@ -307,16 +287,6 @@ fn scan_sockets(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<Path
 pub(crate) struct Launch {
     pub program: PathBuf,
     pub args: Vec<OsString>,
-}
-
-/// Whether confined commands may reach the network. `read-only` never does; this decides
-/// `workspace-write` (`danger-full-access` is never confined).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkAccess {
-    #[default]
-    Allow,
-    Deny,
 }
 
 /// The standing (or, for one approved call, escalated) policy of a call.

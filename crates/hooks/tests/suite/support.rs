@@ -22,7 +22,7 @@ use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_session::CreateOptions;
 use dsh_session::Event;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use dsh_tools::RegistryConfig;
 use dsh_tools::Tool;
 use dsh_tools::ToolRegistry;
@@ -126,7 +126,7 @@ impl Rig {
         if let Some(before) = setup.before_agent {
             before(&root, &tools);
         }
-        let store = SessionStore::new(dir.path().join("home"));
+        let store = JsonlStore::new(dir.path().join("home"));
         let log = store
             .create(CreateOptions {
                 cwd: Some(work.clone()),
