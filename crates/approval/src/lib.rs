@@ -168,3 +168,54 @@ fn append(log: &SessionLog, kind: &str, data: Value) {
 
 #[cfg(test)]
 mod tests;
+
+/// The session's standing policy, read live from its `SessionContext` permissions.
+struct ContextPolicy(Arc<dsh_plugin::SessionContext>);
+
+impl PolicySource for ContextPolicy {
+    fn standing(&self) -> Policy {
+        match self.0.permissions().approval {
+            dsh_tools::ApprovalPolicy::Never => Policy::Never,
+            dsh_tools::ApprovalPolicy::Ask => Policy::Ask,
+        }
+    }
+}
+
+/// `[plugins.user-approval]`: every session's approval service (audit + policy); a front-end
+/// that can ask a person wraps its answerer in one of its own.
+#[derive(Debug, Default)]
+pub struct UserApprovalPlugin;
+
+/// No settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserApprovalSettings {}
+
+impl dsh_plugin::Plugin for UserApprovalPlugin {
+    type Config = UserApprovalSettings;
+
+    fn name(&self) -> &str {
+        <Self as dsh_plugin::HostPlugin>::NAME
+    }
+
+    fn apply(
+        &self,
+        ctx: &dsh_kernel::Scope,
+        _config: UserApprovalSettings,
+    ) -> Result<(), dsh_plugin::PluginError> {
+        let host = dsh_plugin::HostServices::of(ctx)?;
+        host.sessions.attach(ctx, "user-approval", |session| {
+            let policy: Arc<dyn PolicySource> = Arc::new(ContextPolicy(session.context.clone()));
+            session.scope.provide::<dyn PolicySource>(policy.clone())?;
+            session
+                .scope
+                .provide::<dyn ApprovalService>(Arc::new(UserApproval::new(None, Some(policy))))?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+impl dsh_plugin::HostPlugin for UserApprovalPlugin {
+    const NAME: &'static str = "user-approval";
+}

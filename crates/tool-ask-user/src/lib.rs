@@ -176,3 +176,55 @@ pub fn register(
 
 #[cfg(test)]
 mod tests;
+
+/// No settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AskUserSettings {}
+
+/// The user-questions service (always, so front-ends can offer a provider) plus, when enabled,
+/// `ask_user_question`.
+#[derive(Debug, Default)]
+pub struct UserQuestionsPlugin;
+
+impl dsh_plugin::Plugin for UserQuestionsPlugin {
+    type Config = AskUserSettings;
+
+    fn name(&self) -> &str {
+        <Self as dsh_plugin::HostPlugin>::NAME
+    }
+
+    fn apply(&self, ctx: &Scope, _config: AskUserSettings) -> Result<(), dsh_plugin::PluginError> {
+        UserQuestions::install(ctx)?;
+        Ok(())
+    }
+}
+
+impl dsh_plugin::HostPlugin for UserQuestionsPlugin {
+    const NAME: &'static str = "user-questions";
+}
+
+/// `ask_user_question` as a host plugin (off by default: the headless compositions upstream
+/// ships have none).
+#[derive(Debug, Default)]
+pub struct AskUserPlugin;
+
+impl dsh_plugin::Plugin for AskUserPlugin {
+    type Config = AskUserSettings;
+
+    fn name(&self) -> &str {
+        <Self as dsh_plugin::HostPlugin>::NAME
+    }
+
+    fn apply(&self, ctx: &Scope, _config: AskUserSettings) -> Result<(), dsh_plugin::PluginError> {
+        let host = dsh_plugin::HostServices::of(ctx)?;
+        let service = UserQuestions::for_scope(ctx);
+        register(&host.tools, ctx, service).map_err(dsh_plugin::PluginError::other)?;
+        Ok(())
+    }
+}
+
+impl dsh_plugin::HostPlugin for AskUserPlugin {
+    const NAME: &'static str = "ask-user";
+    const ENABLED_BY_DEFAULT: bool = false;
+}
