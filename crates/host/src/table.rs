@@ -26,5 +26,10 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_tool_shell::BashPlugin>(),
         PluginSpec::of::<dsh_tool_fs::FsPlugin>(),
         PluginSpec::of::<dsh_mcp::McpPlugin>(),
+        PluginSpec::of::<dsh_token_meter::TokenMeterPlugin>(),
+        PluginSpec::of::<dsh_compaction::ToolResultPrunerPlugin>(),
+        PluginSpec::of::<dsh_compaction::CompactionPlugin>(),
+        PluginSpec::of::<dsh_instructions::WorkspaceInstructionsPlugin>(),
+        PluginSpec::of::<dsh_instructions::WorkspaceContextCompactionFixture>(),
     ]
 }

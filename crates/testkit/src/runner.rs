@@ -27,9 +27,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "session-query",
     "dynamic-packages",
     "ask-user",
-    "workspace-instructions",
-    "compaction",
-    "test-fixture",
     "pwsh",
     "product-subagent",
 ];
