@@ -23,10 +23,8 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "ralph",
     "lsp",
     "pty",
-    "goal",
     "session-query",
     "dynamic-packages",
-    "ask-user",
     "pwsh",
     "product-subagent",
 ];
