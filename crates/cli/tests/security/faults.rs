@@ -356,3 +356,65 @@ async fn stdin_closed_right_after_a_prompt_still_gets_its_answer() {
         assert!(status.success(), "run {run}: {status:?}");
     }
 }
+
+fn entry(value: Value) -> dsh_testkit::scenario::ModelEntry {
+    serde_json::from_value(value).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_totals_saturate_instead_of_wrapping() {
+    let case = Case::new(User::Current);
+    let task = "count";
+    let huge = u64::MAX - 5;
+    let mut scenario = scenario(task, &[bash("echo one")]);
+    for (index, model) in scenario.model.iter_mut().enumerate() {
+        model.usage = Some(json!({"prompt_tokens": huge, "completion_tokens": 10 + index}));
+    }
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", task], &server.url());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["usage"]["inputTokens"], json!(u64::MAX), "{result}");
+    assert_eq!(result["usage"]["outputTokens"], json!(21), "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_max_tokens_end_prints_the_code_line() {
+    let case = Case::new(User::Current);
+    let task = "write a lot";
+    let spec = serde_json::from_value(json!({
+        "suite": "headless", "name": "max-tokens",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let scenario = dsh_testkit::scenario::Scenario::from_parts(
+        spec,
+        vec![entry(
+            json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+            "content": "It was a dark and", "finish_reason": "length"}),
+        )],
+    );
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", task], &server.url());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("dsh: MAX_TOKENS: ")),
+        "{stderr}"
+    );
+}
