@@ -24,7 +24,6 @@ use dsh_session::data::RequestContext;
 use dsh_session::data::RequestHeader;
 use dsh_session::data::RetryMode;
 use dsh_session::data::TurnEndReason;
-use dsh_session::kind;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -292,13 +291,11 @@ impl AgentHandle {
             model: prepared.config.model.clone(),
             context_window: prepared.context_window,
         };
+        // The log keeps the latest context: no snapshot of the whole log per request.
         let last = self
             .inner
             .log
-            .events()
-            .iter()
-            .rev()
-            .find(|e| e.kind == kind::REQUEST_CONTEXT)
+            .request_context()
             .and_then(|e| e.decode::<RequestContext>())
             .and_then(Result::ok);
         if last.as_ref() != Some(&current) {
