@@ -418,3 +418,59 @@ async fn a_max_tokens_end_prints_the_code_line() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_spills_into_the_session_folder_and_leaves_no_temp_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let case = Case::new(User::Current);
+    let temp = tempfile::tempdir().unwrap();
+    let task = "spill";
+    let server = serve(&scenario(
+        task,
+        &[
+            bash("echo SPILL-MARKER; head -c 200000 /dev/zero | tr '\\0' 'x'; echo"),
+            bash("cat \"$(dirname \"$DSH_SESSION_JSONL\")\"/spill/*bash-stdout* | grep -c SPILL-MARKER"),
+        ],
+    ))
+    .await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", task], &server.url());
+        command
+            .env("DSH_PERMISSION_MODE", "workspace-write")
+            .env("TMPDIR", temp.path());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = super::support::tool_results(&out);
+    let line = results[0]
+        .lines()
+        .find(|l| l.starts_with("[output truncated; full output: "))
+        .unwrap_or_else(|| panic!("{}", &results[0][results[0].len().saturating_sub(300)..]));
+    let path = line
+        .trim_start_matches("[output truncated; full output: ")
+        .trim_end_matches(']');
+    let sessions = case.home_path().join("sessions");
+    assert!(std::path::Path::new(path).starts_with(&sessions), "{path}");
+    assert!(path.contains("/spill/"), "{path}");
+    let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The confined command can read its own session's spill folder (dsh's home is hidden).
+    assert_eq!(results[1].trim(), "1", "{results:?}");
+    // No per-process spill folder is left behind.
+    let left: Vec<_> = std::fs::read_dir(temp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|name| !name.to_string_lossy().starts_with("dsh-spill-")),
+        "{left:?}"
+    );
+}
