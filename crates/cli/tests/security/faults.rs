@@ -474,3 +474,162 @@ async fn bash_spills_into_the_session_folder_and_leaves_no_temp_folder() {
         "{left:?}"
     );
 }
+
+fn one_call_scenario(
+    task: &str,
+    arguments: &str,
+    deltas: usize,
+) -> dsh_testkit::scenario::Scenario {
+    one_tool_scenario(task, "bash", arguments, deltas)
+}
+
+fn one_tool_scenario(
+    task: &str,
+    tool: &str,
+    arguments: &str,
+    deltas: usize,
+) -> dsh_testkit::scenario::Scenario {
+    let spec = serde_json::from_value(json!({
+        "suite": "headless", "name": "caps",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let step = arguments.len().div_ceil(deltas);
+    let mut stream = Vec::new();
+    let mut start = 0;
+    while start < arguments.len() {
+        let end = (start + step).min(arguments.len());
+        let mut delta = json!({"tool_call": 0, "arguments": &arguments[start..end]});
+        if start == 0 {
+            delta["id"] = json!("call_big");
+            delta["name"] = json!(tool);
+        }
+        stream.push(delta);
+        start = end;
+    }
+    dsh_testkit::scenario::Scenario::from_parts(
+        spec,
+        vec![
+            entry(
+                json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+                "tool_calls": [{"id": "call_big", "name": tool, "arguments": arguments}],
+                "finish_reason": "tool_calls", "stream": stream}),
+            ),
+            entry(
+                json!({"session": 0, "route": "main", "index": 1, "kind": "response",
+                "content": "done", "finish_reason": "stop"}),
+            ),
+        ],
+    )
+}
+
+fn log_bytes(case: &Case) -> u64 {
+    let mut logs = Vec::new();
+    collect_logs(&case.home_path().join("sessions"), &mut logs);
+    logs.iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_argument_is_not_logged_once_per_delta() {
+    let case = Case::new(User::Current);
+    let content = "x".repeat(2 * 1024 * 1024);
+    let arguments = json!({"file_path": "big.txt", "content": content}).to_string();
+    // 100-byte deltas: each logged chunk event costs its envelope on top.
+    let scenario = one_tool_scenario("big", "write", &arguments, arguments.len() / 100);
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", "big"], &server.url());
+        command.env("DSH_PERMISSION_MODE", "danger-full-access");
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = super::support::tool_results(&out);
+    assert!(
+        results[0].contains("big.txt"),
+        "{}",
+        &results[0][..200.min(results[0].len())]
+    );
+    assert_eq!(
+        std::fs::metadata(case.ws().join("big.txt")).unwrap().len(),
+        2 * 1024 * 1024
+    );
+    // The argument is in the call's blockEnd, the assistant message and tool/call: about
+    // three times its size, not a chunk event per 100-byte delta on top.
+    let size = log_bytes(&case);
+    assert!(
+        size < 4 * arguments.len() as u64,
+        "log of {size} bytes for a {}-byte argument",
+        arguments.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_argument_is_refused_with_a_clear_error() {
+    let case = Case::new(User::Current);
+    let command = format!("echo {}", "x".repeat(17 * 1024 * 1024));
+    let arguments = json!({"command": command, "description": "huge"}).to_string();
+    let scenario = one_call_scenario("huge", &arguments, 17);
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", "huge"], &server.url());
+        command.env("DSH_PERMISSION_MODE", "danger-full-access");
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = super::support::tool_results(&out);
+    assert!(
+        results[0].contains("over the 16777216-byte limit of one tool call"),
+        "{}",
+        results[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_answer_is_stopped_with_a_clear_error() {
+    let case = Case::new(User::Current);
+    let task = "talk forever";
+    let spec = serde_json::from_value(json!({
+        "suite": "headless", "name": "runaway",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let text = "y".repeat(4 * 1024 * 1024);
+    let stream: Vec<Value> = (0..10).map(|_| json!({"content": &text})).collect();
+    let scenario = dsh_testkit::scenario::Scenario::from_parts(
+        spec,
+        vec![entry(
+            json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+            "content": text.repeat(10), "finish_reason": "stop", "stream": stream}),
+        )],
+    );
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", task], &server.url());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("dsh: OUTPUT_TOO_LARGE: ")),
+        "{stderr}"
+    );
+    assert!(log_bytes(&case) < 40 * 1024 * 1024);
+}
