@@ -128,7 +128,20 @@ async fn run_task(
             ExitCode::FAILURE
         }
         Some(TurnEndReason::Aborted { .. }) => ExitCode::from(130),
-        _ => ExitCode::FAILURE,
+        Some(TurnEndReason::MaxTokens) => {
+            eprintln!(
+                "dsh: MAX_TOKENS: the model stopped at its output token limit before it finished the turn"
+            );
+            ExitCode::FAILURE
+        }
+        Some(TurnEndReason::Blocked) => {
+            eprintln!("dsh: BLOCKED: the turn was blocked before it completed");
+            ExitCode::FAILURE
+        }
+        Some(TurnEndReason::Interrupted) | None => {
+            eprintln!("dsh: INTERRUPTED: the run ended without completing its turn");
+            ExitCode::FAILURE
+        }
     })
 }
 
@@ -161,7 +174,7 @@ fn add_context_fill(usage: &mut serde_json::Value, host: &dsh_host::Host, agent:
     }
 }
 
-/// The field-wise sum of each step's usage, as the upstream driver reports it.
+/// The field-wise sum of each step's usage, as the upstream driver reports it (saturating).
 fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
     let mut total: Option<TokenUsage> = None;
     for event in agent.log().events_since(first_seq) {
@@ -169,18 +182,9 @@ fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
             continue;
         };
         let Some(usage) = message.usage else { continue };
-        let sum = total.get_or_insert_with(TokenUsage::default);
-        sum.input_tokens += usage.input_tokens;
-        sum.output_tokens += usage.output_tokens;
-        add(&mut sum.cache_read_tokens, usage.cache_read_tokens);
-        add(&mut sum.cache_write_tokens, usage.cache_write_tokens);
-        add(&mut sum.reasoning_tokens, usage.reasoning_tokens);
+        total
+            .get_or_insert_with(TokenUsage::default)
+            .accumulate(&usage);
     }
     total
-}
-
-fn add(slot: &mut Option<u64>, value: Option<u64>) {
-    if let Some(value) = value {
-        *slot = Some(slot.unwrap_or(0) + value);
-    }
 }
