@@ -14,6 +14,10 @@ use agent_client_protocol::Error as RpcError;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::AgentCapabilities;
+use agent_client_protocol::v1::schema::AuthMethod;
+use agent_client_protocol::v1::schema::AuthMethodAgent;
+use agent_client_protocol::v1::schema::AuthenticateRequest;
+use agent_client_protocol::v1::schema::AuthenticateResponse;
 use agent_client_protocol::v1::schema::CancelNotification;
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::Implementation;
@@ -38,6 +42,8 @@ use agent_client_protocol::v1::schema::SetSessionModeRequest;
 use agent_client_protocol::v1::schema::SetSessionModeResponse;
 use dsh_agent::AbortReason;
 use dsh_agent::AgentError;
+use agent_client_protocol::v1::schema::StopReason;
+use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use tokio_util::sync::CancellationToken;
@@ -64,11 +70,11 @@ pub struct BridgeConfig {
 }
 
 impl Default for BridgeConfig {
-    /// The reference bridge's identity, which recorded clients expect.
+    /// The reference bridge's name, with this build's version.
     fn default() -> Self {
         Self {
             agent_name: "deepseek-harness-acp".into(),
-            agent_version: "0.0.1".into(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
         }
     }
 }
@@ -169,21 +175,53 @@ impl Bridge {
                     .embedded_context(false),
             )
             .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+        let auth_methods = self
+            .factory
+            .auth_methods()
+            .into_iter()
+            .map(|method| {
+                AuthMethod::Agent(
+                    AuthMethodAgent::new(method.id, method.name).description(method.description),
+                )
+            })
+            .collect();
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
+            .auth_methods(auth_methods)
             .agent_info(Implementation::new(
                 self.config.agent_name.clone(),
                 self.config.agent_version.clone(),
             ))
     }
 
+    /// `authenticate`: the advertised methods all come down to credentials the host reads, so
+    /// this succeeds exactly when they are usable now.
+    pub(crate) fn authenticate(
+        &self,
+        request: &AuthenticateRequest,
+    ) -> Result<AuthenticateResponse, RpcError> {
+        let id = request.method_id.0.to_string();
+        if !self.factory.auth_methods().iter().any(|m| m.id == id) {
+            return Err(invalid_params(format!(
+                "unknown authentication method: {id}"
+            )));
+        }
+        self.factory
+            .check_credentials()
+            .map_err(crate::error::FactoryError::into_rpc)?;
+        Ok(AuthenticateResponse::new())
+    }
+
     pub(crate) async fn new_session(
         &self,
         request: NewSessionRequest,
         connection: ConnectionTo<Client>,
-    ) -> Result<NewSessionResponse, RpcError> {
+    ) -> Result<(NewSessionResponse, Arc<Session>), RpcError> {
         self.ensure_open()?;
         check_cwd(&request.cwd)?;
+        self.factory
+            .check_credentials()
+            .map_err(crate::error::FactoryError::into_rpc)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
         }
@@ -205,6 +243,13 @@ impl Bridge {
             })
             .await
             .map_err(crate::error::FactoryError::into_rpc)?;
+        // Persisted now, not at the first prompt: another process may load or list it.
+        if let Err(error) = parts.agent.log().persist() {
+            return Err(abandon(
+                parts.agent,
+                &format!("cannot persist the session: {error}"),
+            ));
+        }
         let terminal = lock(&self.state).terminal_output;
         let agent = parts.agent.clone();
         let session = Session::attach(
@@ -218,8 +263,8 @@ impl Bridge {
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
-        self.register(session)?;
-        Ok(NewSessionResponse::new(session_id).modes(modes))
+        self.register(session.clone())?;
+        Ok((NewSessionResponse::new(session_id).modes(modes), session))
     }
 
     /// Adds a session unless the bridge closed meanwhile (then its agent is disposed).
@@ -240,7 +285,7 @@ impl Bridge {
         &self,
         request: LoadSessionRequest,
         connection: ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, RpcError> {
+    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
         check_cwd(&request.cwd)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
@@ -270,7 +315,7 @@ impl Bridge {
         id: String,
         cwd: PathBuf,
         connection: ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, RpcError> {
+    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
         let parts = self
             .factory
             .load(id.clone(), cwd.clone())
@@ -291,8 +336,8 @@ impl Bridge {
         let session = Session::attach(id, cwd, parts, connection, terminal, true, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
-        self.register(session)?;
-        Ok(LoadSessionResponse::new().modes(modes))
+        self.register(session.clone())?;
+        Ok((LoadSessionResponse::new().modes(modes), session))
     }
 
     pub(crate) async fn list_sessions(
@@ -402,7 +447,45 @@ impl Bridge {
             store: store.as_deref(),
             route: &route,
         };
-        let admitted = prompt::admit(&request.prompt, &images).and_then(|content| {
+        let content = match prompt::admit(&request.prompt, &images) {
+            Ok(content) => content,
+            Err(error) => {
+                *lock(&session.slot) = None;
+                return respond(Err(error));
+            }
+        };
+        if let Some(registry) = session.commands.clone()
+            && let Some(line) = prompt::command_line(&content)
+        {
+            // §12.3: a slash command runs instead of a model request.
+            let images = content
+                .into_iter()
+                .filter(|block| matches!(block, ContentBlock::Image { .. }))
+                .collect();
+            self.tasks.spawn(async move {
+                let outcome = registry
+                    .execute(&session.agent, &line, images, cancelled.clone())
+                    .await;
+                let text = match outcome {
+                    Ok(Some(executed)) => executed.result.display_text(),
+                    Ok(None) => Some(format!("Error: unknown command: {line}")),
+                    Err(dsh_commands::CommandError::Cancelled) => None,
+                    Err(error) => Some(format!("Error: command failed: {error}")),
+                };
+                if let Some(text) = text {
+                    session.send(crate::mapping::message_chunk(text));
+                }
+                *lock(&session.slot) = None;
+                let stop = if cancelled.is_cancelled() {
+                    StopReason::Cancelled
+                } else {
+                    StopReason::EndTurn
+                };
+                respond(Ok(PromptResponse::new(stop)));
+            });
+            return;
+        }
+        let admitted = Ok(content).and_then(|content| {
             let message = Message::user(content, MessageSource::user());
             let id = message.id.clone();
             let start = session.agent.log().len();

@@ -72,6 +72,15 @@ pub struct StoredSession {
     pub updated_at_ms: Option<u64>,
 }
 
+/// One way a user can give the agent model credentials, advertised in `authMethods`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthMethodInfo {
+    pub id: String,
+    pub name: String,
+    /// What the user does (for example which environment variable to set).
+    pub description: Option<String>,
+}
+
 /// How the host creates, resumes and lists sessions for the bridge.
 pub trait SessionFactory: Send + Sync {
     /// A fresh agent for `request.session_id` working in `request.cwd`.
@@ -110,6 +119,18 @@ pub trait SessionFactory: Send + Sync {
     fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, FactoryError> {
         let _ = agent;
         Ok(ImageInput::Unresolved)
+    }
+
+    /// The authentication methods `initialize` advertises.
+    fn auth_methods(&self) -> Vec<AuthMethodInfo> {
+        Vec::new()
+    }
+
+    /// Whether the model can be reached with the credentials at hand now. A
+    /// [`FactoryError::AuthRequired`] makes `session/new` and `authenticate` answer
+    /// `auth_required`.
+    fn check_credentials(&self) -> Result<(), FactoryError> {
+        Ok(())
     }
 
     /// Applies the approval preset `mode_id` to the agent's session.

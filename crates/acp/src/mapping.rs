@@ -49,6 +49,8 @@ struct PendingCall {
     name: String,
     arguments: Value,
     terminal: bool,
+    /// The `tool_call` the client was sent (a permission request repeats it).
+    shown: agent_client_protocol::v1::schema::ToolCall,
 }
 
 /// Per-session renderer: remembers `callId → (name, parsed args, card kind)` until the result.
@@ -111,6 +113,16 @@ impl Presenter {
     /// whether its card is a client-side terminal.
     pub(crate) fn pending_terminal(&self, call_id: &str) -> Option<bool> {
         self.calls.get(call_id).map(|call| call.terminal)
+    }
+
+    /// The call the client was shown for `call_id` and its arguments, while it has no result.
+    pub(crate) fn shown_call(
+        &self,
+        call_id: &str,
+    ) -> Option<(&agent_client_protocol::v1::schema::ToolCall, &Value)> {
+        self.calls
+            .get(call_id)
+            .map(|call| (&call.shown, &call.arguments))
     }
 
     /// The updates one committed event produces. `replay` adds the user's own messages, which a
@@ -194,13 +206,14 @@ impl Presenter {
         let arguments = parse_arguments(&call.arguments);
         let definition = self.definition(&call.name);
         let card = dsh_tools::call_card(definition.as_deref(), &call.name, &arguments);
-        let (update, terminal) = call_update(&call.call_id, &card, &self.ctx);
+        let (update, terminal) = call_update(&call.call_id, &card, &arguments, &self.ctx);
         self.calls.insert(
             call.call_id,
             PendingCall {
                 name: call.name,
                 arguments,
                 terminal,
+                shown: update.clone(),
             },
         );
         SessionUpdate::ToolCall(update)

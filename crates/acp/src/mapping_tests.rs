@@ -206,3 +206,78 @@ fn arguments_that_do_not_parse_stay_raw() {
     assert_eq!(parse_arguments("{oops"), json!("{oops"));
     assert_eq!(parse_arguments("{\"x\":[1]}"), json!({"x": [1]}));
 }
+
+#[test]
+fn cards_carry_absolute_paths_and_the_arguments_object() {
+    use dsh_tools::FileDiff;
+    use dsh_tools::FileLocation;
+    use dsh_tools::Tool;
+    use dsh_tools::ToolCallView;
+    let registry = ToolRegistry::new(dsh_tools::RegistryConfig::default());
+    let root = Scope::root();
+    let edit = Tool::builder("edit")
+        .description("Edit a file")
+        .validated_parameters(json!({"type": "object", "properties": {"file_path": {"type": "string"}}}))
+        .present_call(|args: &Value| {
+            let path = args["file_path"].as_str()?;
+            let diff = FileDiff {
+                path: path.into(),
+                old_text: Some("a".into()),
+                new_text: "b".into(),
+            };
+            Some(
+                ToolCallView::diff(format!("Edit {path}"), vec![diff]).locations(vec![
+                    FileLocation {
+                        path: path.into(),
+                        line: Some(3),
+                    },
+                ]),
+            )
+        })
+        .raw_output(json!({"type": "object"}), |_, _| Ok(Vec::new()))
+        .run(|_: Value, _| async { Ok(json!({})) })
+        .build()
+        .unwrap();
+    let grep = Tool::builder("grep")
+        .description("Search")
+        .validated_parameters(json!({"type": "object", "properties": {"pattern": {"type": "string"}}}))
+        .present_call(|args: &Value| {
+            Some(ToolCallView::generic("grep").raw_input(args["pattern"].clone()))
+        })
+        .raw_output(json!({"type": "object"}), |_, _| Ok(Vec::new()))
+        .run(|_: Value, _| async { Ok(json!({})) })
+        .build()
+        .unwrap();
+    registry.register(&root, edit).unwrap();
+    registry.register(&root, grep).unwrap();
+    let mut p = Presenter::new(
+        RenderContext {
+            cwd: "/ws".into(),
+            terminal_output: false,
+        },
+        Some(registry),
+        Some(root),
+    );
+    let call = |id: &str, name: &str, arguments: &str| ToolCall {
+        turn: 1,
+        step: 1,
+        call_id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    };
+    let edit = wire(p.map(&event(1, &call("c1", "edit", r#"{"file_path":"src/../lib.rs"}"#), None), false));
+    assert_eq!(
+        edit,
+        vec![json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Edit src/../lib.rs",
+            "kind": "edit", "status": "in_progress",
+            "content": [{"type": "diff", "path": "/ws/lib.rs", "oldText": "a", "newText": "b"}],
+            "locations": [{"path": "/ws/lib.rs", "line": 3}],
+            "rawInput": {"file_path": "src/../lib.rs"}})]
+    );
+    // A presenter's own (string) rawInput never reaches the wire: the arguments object does.
+    let grep = wire(p.map(&event(2, &call("c2", "grep", r#"{"pattern":"fn main"}"#), None), false));
+    assert_eq!(grep[0]["rawInput"], json!({"pattern": "fn main"}));
+    // Arguments that are not JSON have no object to show.
+    let broken = wire(p.map(&event(3, &call("c3", "grep", "{oops"), None), false));
+    assert_eq!(broken[0].get("rawInput"), None, "{broken:?}");
+}

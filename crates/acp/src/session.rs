@@ -14,7 +14,11 @@ use std::sync::PoisonError;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::AvailableCommand;
+use agent_client_protocol::v1::schema::AvailableCommandInput;
+use agent_client_protocol::v1::schema::AvailableCommandsUpdate;
 use agent_client_protocol::v1::schema::SessionNotification;
+use agent_client_protocol::v1::schema::UnstructuredCommandInput;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::ToolCallStatus;
 use dsh_agent::AgentEvent;
@@ -27,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::sync::DropGuard;
 
 use crate::approval::ClientApproval;
+use crate::approval::ShownCalls;
 use crate::cards::RenderContext;
 use crate::cards::live_console_update;
 use crate::cards::live_terminal_update;
@@ -143,7 +148,45 @@ impl FlushTarget for Delivery {
     }
 }
 
+/// The approval channel's view of the delivery (weak: the session owns the delivery).
+struct DeliveryCalls(std::sync::Weak<Mutex<Delivery>>);
+
+impl ShownCalls for DeliveryCalls {
+    fn permission_call(
+        &self,
+        request: &dsh_tools::ApprovalRequest,
+    ) -> (agent_client_protocol::v1::schema::ToolCallUpdate, bool) {
+        let delivery = self.0.upgrade();
+        let guard = delivery.as_ref().map(|d| lock(d));
+        let shown = guard
+            .as_ref()
+            .and_then(|d| d.presenter.shown_call(&request.call_id));
+        let call = crate::cards::permission_call(
+            &request.call_id,
+            shown,
+            &request.tool_name,
+            request.reason.as_deref(),
+        );
+        (call, shown.is_some())
+    }
+
+    fn set_status(&self, call_id: &str, status: ToolCallStatus) {
+        let Some(delivery) = self.0.upgrade() else {
+            return;
+        };
+        let mut delivery = lock(&delivery);
+        // A call whose result went out already keeps its final status.
+        if delivery.presenter.shown_call(call_id).is_some() {
+            delivery.send(SessionUpdate::ToolCallUpdate(crate::cards::status_update(
+                call_id, status,
+            )));
+        }
+    }
+}
+
 pub(crate) struct Session {
+    /// The slash commands this session offers (`None`: the host composed no registry).
+    pub(crate) commands: Option<dsh_commands::CommandRegistry>,
     pub(crate) id: String,
     pub(crate) cwd: PathBuf,
     pub(crate) agent: AgentHandle,
@@ -229,6 +272,7 @@ impl Session {
             id.clone(),
             agent.scope().id(),
             connection,
+            Arc::new(DeliveryCalls(Arc::downgrade(&delivery))),
         ));
         registrations.push(
             agent
@@ -244,7 +288,19 @@ impl Session {
                     .map_err(|e| e.to_string())?,
             );
         }
-        Ok(Arc::new(Self {
+        let commands = dsh_commands::CommandRegistry::of(agent.scope());
+        Ok(Arc::new_cyclic(|me: &std::sync::Weak<Self>| {
+            if let Some(registry) = &commands {
+                // `commands/change`: every live session re-announces what it offers.
+                let me = me.clone();
+                registrations.push(registry.on_change(agent.scope(), move || {
+                    if let Some(session) = me.upgrade() {
+                        session.push_commands();
+                    }
+                }));
+            }
+            Self {
+            commands,
             id,
             cwd,
             agent,
@@ -255,7 +311,28 @@ impl Session {
             _listener: listener,
             _registrations: registrations,
             _flusher: stop.drop_guard(),
+        }
         }))
+    }
+
+    /// `available_commands_update` with what the registry offers this session now.
+    pub(crate) fn push_commands(&self) {
+        let Some(registry) = &self.commands else {
+            return;
+        };
+        let available = registry
+            .list(self.agent.scope())
+            .into_iter()
+            .map(|command| {
+                let input = command.input.map(|input| {
+                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(input.hint))
+                });
+                AvailableCommand::new(command.name, command.description).input(input)
+            })
+            .collect();
+        self.send(SessionUpdate::AvailableCommandsUpdate(
+            AvailableCommandsUpdate::new(available),
+        ));
     }
 
     /// Sends an update outside the event mapping (mode changes).

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use dsh_acp::AuthMethodInfo;
 use dsh_acp::BridgeConfig;
 use dsh_acp::FactoryError;
 use dsh_acp::ImageInput;
@@ -40,7 +41,11 @@ pub fn run() -> anyhow::Result<ExitCode> {
         let factory = Arc::new(Factory {
             harness: harness.clone(),
         });
-        let served = dsh_acp::serve_stdio(factory, BridgeConfig::default()).await;
+        let identity = BridgeConfig {
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            ..BridgeConfig::default()
+        };
+        let served = dsh_acp::serve_stdio(factory, identity).await;
         harness.shutdown();
         served?;
         Ok(ExitCode::SUCCESS)
@@ -50,6 +55,10 @@ pub fn run() -> anyhow::Result<ExitCode> {
 struct Factory {
     harness: Arc<Harness>,
 }
+
+/// The one credential the DeepSeek route reads, and the method that names it.
+const API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
+const API_KEY_METHOD: &str = "deepseek-api-key";
 
 fn parts(harness: &Harness, agent: AgentHandle) -> SessionParts {
     let current = agent
@@ -148,6 +157,26 @@ impl SessionFactory for Factory {
                 accepts_images,
             },
         })
+    }
+
+    fn auth_methods(&self) -> Vec<AuthMethodInfo> {
+        vec![AuthMethodInfo {
+            id: API_KEY_METHOD.to_owned(),
+            name: "DeepSeek API key".to_owned(),
+            description: Some(format!(
+                "Set {API_KEY_ENV} in the environment your editor starts `dsh acp` with (the agent server's `env` setting), then restart the agent."
+            )),
+        }]
+    }
+
+    fn check_credentials(&self) -> Result<(), FactoryError> {
+        let key = std::env::var(API_KEY_ENV).unwrap_or_default();
+        if key.trim().is_empty() {
+            return Err(FactoryError::auth_required(format!(
+                "no DeepSeek API key: set {API_KEY_ENV} in the environment your editor starts `dsh acp` with"
+            )));
+        }
+        Ok(())
     }
 
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {

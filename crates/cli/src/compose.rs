@@ -142,6 +142,9 @@ impl Harness {
             },
         )
         .context("cannot install the tool registry")?;
+        // The one source of slash commands for every front-end (TUI palette, ACP).
+        dsh_commands::CommandRegistry::install(&root)
+            .context("cannot install the command registry")?;
         let mut deepseek = DeepSeekConfig::from_env();
         if let Some(base) = config.get_str("model.base_url") {
             deepseek.base_url = base.to_owned();

@@ -28,15 +28,18 @@ async fn handshake_answers_protocol_1_and_a_uuid_session() {
     assert_eq!(init["result"]["protocolVersion"], 1);
     assert_eq!(
         init["result"]["agentInfo"],
-        json!({"name": "deepseek-harness-acp", "version": "0.0.1"})
+        json!({"name": "deepseek-harness-acp", "version": env!("CARGO_PKG_VERSION")})
     );
     assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
     assert_eq!(
         init["result"]["agentCapabilities"]["promptCapabilities"],
         json!({"image": false, "audio": false, "embeddedContext": false})
     );
-    assert_eq!(init["result"]["authMethods"], json!([]));
-    wire.request(2, "authenticate", json!({"methodId": "none"}));
+    assert_eq!(
+        init["result"]["authMethods"],
+        json!([{"id": "test-key", "name": "Test key", "description": "Set TEST_KEY"}])
+    );
+    wire.request(2, "authenticate", json!({"methodId": "test-key"}));
     let (_, auth) = wire.until_response(2).await;
     assert_eq!(auth["result"], json!({}));
     wire.request(
@@ -327,7 +330,19 @@ async fn a_rejected_permission_denies_the_tool() {
             break frame;
         }
     };
-    assert_eq!(ask["params"]["toolCall"], json!({"toolCallId": "call_1"}));
+    // The full call the client was shown, pending, led by what is asked.
+    assert_eq!(
+        ask["params"]["toolCall"],
+        json!({"toolCallId": "call_1", "kind": "execute", "status": "pending",
+            "title": "echo needs-approval",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": "bash needs approval to run."}},
+                {"type": "content", "content": {"type": "text", "text": "Runs a command"}}
+            ],
+            "rawInput": {"command": "echo needs-approval"}})
+    );
+    let pending = ask_status(&wire.seen, "call_1");
+    assert_eq!(pending, vec!["in_progress", "pending"], "pending while asking");
     let kinds: Vec<_> = ask["params"]["options"]
         .as_array()
         .unwrap()
@@ -358,6 +373,52 @@ async fn a_rejected_permission_denies_the_tool() {
         last.contains("the user rejected tool \\\"bash\\\""),
         "{last}"
     );
+}
+
+/// The statuses `call_id` went through so far, in order (`tool_call`, then updates).
+fn ask_status(frames: &[serde_json::Value], call_id: &str) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .map(|f| &f["params"]["update"])
+        .filter(|u| u["toolCallId"] == call_id)
+        .filter_map(|u| u["status"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn authentication_is_required_without_credentials() {
+    let home = tempfile::tempdir().unwrap();
+    let factory = TestFactory::new(home.path());
+    *factory.credentials.lock().unwrap() = false;
+    let mut wire = Wire::start(factory.clone());
+    wire.request(1, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}}));
+    wire.until_response(1).await;
+    wire.request(2, "session/new", json!({"cwd": home.path(), "mcpServers": []}));
+    let (_, refused) = wire.until_response(2).await;
+    assert_eq!(
+        refused["error"],
+        json!({"code": -32000, "message": "Authentication required: no test key"})
+    );
+    assert!(factory.store.list().unwrap().is_empty(), "no session made");
+    wire.request(3, "authenticate", json!({"methodId": "test-key"}));
+    let (_, still) = wire.until_response(3).await;
+    assert_eq!(still["error"]["code"], -32000);
+    wire.request(4, "authenticate", json!({"methodId": "other"}));
+    let (_, unknown) = wire.until_response(4).await;
+    assert_eq!(
+        unknown["error"],
+        json!({"code": -32602, "message": "Invalid params: unknown authentication method: other"})
+    );
+    *factory.credentials.lock().unwrap() = true;
+    wire.request(5, "authenticate", json!({"methodId": "test-key"}));
+    let (_, ok) = wire.until_response(5).await;
+    assert_eq!(ok["result"], json!({}));
+    wire.request(6, "session/new", json!({"cwd": home.path(), "mcpServers": []}));
+    let (_, created) = wire.until_response(6).await;
+    assert!(created["result"]["sessionId"].is_string(), "{created}");
+    wire.close();
+    wire.task.await.unwrap().unwrap();
 }
 
 #[tokio::test]
