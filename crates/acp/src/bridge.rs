@@ -40,9 +40,9 @@ use agent_client_protocol::v1::schema::SessionModeState;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::SetSessionModeRequest;
 use agent_client_protocol::v1::schema::SetSessionModeResponse;
+use agent_client_protocol::v1::schema::StopReason;
 use dsh_agent::AbortReason;
 use dsh_agent::AgentError;
-use agent_client_protocol::v1::schema::StopReason;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
@@ -83,6 +83,10 @@ impl Default for BridgeConfig {
 struct State {
     closed: bool,
     terminal_output: bool,
+    /// `clientCapabilities.fs`: the file tools read and write through the client.
+    fs: crate::client_fs::FsCapabilities,
+    /// `clientCapabilities.terminal`: the client runs terminals.
+    terminal: bool,
     /// Whether `initialize` advertised image prompts on this connection.
     images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
@@ -129,6 +133,16 @@ impl Bridge {
         }
     }
 
+    /// What this connection's client offered at `initialize`.
+    fn client_view(&self) -> crate::session::ClientView {
+        let state = lock(&self.state);
+        crate::session::ClientView {
+            terminal_output: state.terminal_output,
+            fs: state.fs,
+            terminal: state.terminal,
+        }
+    }
+
     fn ensure_open(&self) -> Result<(), RpcError> {
         if lock(&self.state).closed {
             Err(internal_error(texts::DISPOSED))
@@ -165,6 +179,11 @@ impl Bridge {
             let mut state = lock(&self.state);
             state.terminal_output = terminal;
             state.images_advertised = images;
+            state.terminal = request.client_capabilities.terminal;
+            state.fs = crate::client_fs::FsCapabilities {
+                read: request.client_capabilities.fs.read_text_file,
+                write: request.client_capabilities.fs.write_text_file,
+            };
         }
         let capabilities = AgentCapabilities::new()
             .load_session(true)
@@ -250,14 +269,14 @@ impl Bridge {
                 &format!("cannot persist the session: {error}"),
             ));
         }
-        let terminal = lock(&self.state).terminal_output;
+        let client = self.client_view();
         let agent = parts.agent.clone();
         let session = Session::attach(
             session_id.clone(),
             request.cwd,
             parts,
             connection,
-            terminal,
+            client,
             false,
             self.factory.prompt_images(),
         )
@@ -330,10 +349,10 @@ impl Bridge {
                 cwd.to_string_lossy()
             )));
         }
-        let terminal = lock(&self.state).terminal_output;
+        let client = self.client_view();
         let agent = parts.agent.clone();
         let images = self.factory.prompt_images();
-        let session = Session::attach(id, cwd, parts, connection, terminal, true, images)
+        let session = Session::attach(id, cwd, parts, connection, client, true, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
         self.register(session.clone())?;

@@ -321,6 +321,41 @@ pub(crate) fn result_update(
     }
 }
 
+/// The card of a call now running in a client terminal: its text blocks, then the terminal.
+pub(crate) fn terminal_attached(
+    call_id: &str,
+    shown: &ToolCall,
+    terminal_id: &str,
+) -> ToolCallUpdate {
+    let mut content: Vec<ToolCallContent> = shown
+        .content
+        .iter()
+        .filter(|block| !matches!(block, ToolCallContent::Terminal(_)))
+        .cloned()
+        .collect();
+    content.push(ToolCallContent::Terminal(Terminal::new(
+        terminal_id.to_owned(),
+    )));
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().content(content),
+    )
+}
+
+/// The completing update of a call that ran in a client terminal: status only, so the card
+/// keeps showing the terminal (which holds the output).
+pub(crate) fn client_terminal_result(call_id: &str, is_error: bool) -> ToolCallUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().status(status),
+    )
+}
+
 /// A sandbox escalation request, parsed from the approval reason the tools send
 /// (`escalate sandbox to <mode>: <justification>`).
 pub(crate) fn escalation(reason: Option<&str>) -> Option<(&str, &str)> {

@@ -16,6 +16,8 @@
 mod approval;
 mod bridge;
 mod cards;
+mod client_fs;
+mod client_terminal;
 mod error;
 mod factory;
 mod images;

@@ -26,7 +26,10 @@ use crate::factory::SessionFactory;
 
 /// Answers a `session/new` or `session/load`, then sends the session's commands: the
 /// client knows the session id only once the response frame is out.
-fn respond_then_announce<T: agent_client_protocol::JsonRpcResponse, P: agent_client_protocol::Protocol>(
+fn respond_then_announce<
+    T: agent_client_protocol::JsonRpcResponse,
+    P: agent_client_protocol::Protocol,
+>(
     responder: agent_client_protocol::Responder<T, P>,
     result: Result<(T, Arc<crate::session::Session>), agent_client_protocol::Error>,
 ) -> Result<(), agent_client_protocol::Error> {

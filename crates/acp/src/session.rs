@@ -18,9 +18,9 @@ use agent_client_protocol::v1::schema::AvailableCommand;
 use agent_client_protocol::v1::schema::AvailableCommandInput;
 use agent_client_protocol::v1::schema::AvailableCommandsUpdate;
 use agent_client_protocol::v1::schema::SessionNotification;
-use agent_client_protocol::v1::schema::UnstructuredCommandInput;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::ToolCallStatus;
+use agent_client_protocol::v1::schema::UnstructuredCommandInput;
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
@@ -44,6 +44,17 @@ use crate::mapping::Presenter;
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its data consistent, so a poisoned lock is still usable.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the client offered at `initialize` that changes how a session is wired.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClientView {
+    /// `clientCapabilities._meta.terminal_output === true`.
+    pub(crate) terminal_output: bool,
+    pub(crate) fs: crate::client_fs::FsCapabilities,
+    /// `clientCapabilities.terminal`. Foreground commands run in client terminals unless the
+    /// client also takes `terminal_output` (then dsh runs them and streams their output).
+    pub(crate) terminal: bool,
 }
 
 /// The one in-flight prompt of a session.
@@ -151,6 +162,18 @@ impl FlushTarget for Delivery {
 /// The approval channel's view of the delivery (weak: the session owns the delivery).
 struct DeliveryCalls(std::sync::Weak<Mutex<Delivery>>);
 
+impl crate::client_terminal::TerminalCards for DeliveryCalls {
+    fn show_terminal(&self, call_id: &str, terminal_id: &str) {
+        let Some(delivery) = self.0.upgrade() else {
+            return;
+        };
+        let mut delivery = lock(&delivery);
+        if let Some(update) = delivery.presenter.attach_terminal(call_id, terminal_id) {
+            delivery.send(SessionUpdate::ToolCallUpdate(update));
+        }
+    }
+}
+
 impl ShownCalls for DeliveryCalls {
     fn permission_call(
         &self,
@@ -209,7 +232,7 @@ impl Session {
         cwd: PathBuf,
         parts: SessionParts,
         connection: ConnectionTo<Client>,
-        terminal_output: bool,
+        client: ClientView,
         replay: bool,
         images: Option<Arc<dyn crate::images::PromptImageStore>>,
     ) -> Result<Arc<Self>, String> {
@@ -218,6 +241,7 @@ impl Session {
             tools,
             modes,
         } = parts;
+        let terminal_output = client.terminal_output;
         let ctx = RenderContext {
             cwd: cwd.clone(),
             terminal_output,
@@ -268,6 +292,33 @@ impl Session {
                 Ok(())
             }));
         }
+        if client.fs.any() {
+            let files: Arc<dyn dsh_tools::EditorFiles> = Arc::new(crate::client_fs::ClientFiles {
+                session_id: id.clone(),
+                connection: connection.clone(),
+                capabilities: client.fs,
+            });
+            registrations.push(
+                agent
+                    .scope()
+                    .provide::<dyn dsh_tools::EditorFiles>(files)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if client.terminal && !client.terminal_output {
+            let runner: Arc<dyn dsh_tools::ClientTerminals> =
+                Arc::new(crate::client_terminal::ClientTerminalRunner {
+                    session_id: id.clone(),
+                    connection: connection.clone(),
+                    cards: Arc::new(DeliveryCalls(Arc::downgrade(&delivery))),
+                });
+            registrations.push(
+                agent
+                    .scope()
+                    .provide::<dyn dsh_tools::ClientTerminals>(runner)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
         let approval: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
             id.clone(),
             agent.scope().id(),
@@ -300,18 +351,18 @@ impl Session {
                 }));
             }
             Self {
-            commands,
-            id,
-            cwd,
-            agent,
-            modes: Mutex::new(modes),
-            slot: Mutex::new(None),
-            claimed,
-            delivery,
-            _listener: listener,
-            _registrations: registrations,
-            _flusher: stop.drop_guard(),
-        }
+                commands,
+                id,
+                cwd,
+                agent,
+                modes: Mutex::new(modes),
+                slot: Mutex::new(None),
+                claimed,
+                delivery,
+                _listener: listener,
+                _registrations: registrations,
+                _flusher: stop.drop_guard(),
+            }
         }))
     }
 

@@ -14,6 +14,7 @@
 pub mod cards;
 pub mod context;
 pub mod edit;
+mod editor;
 pub mod error;
 mod exec;
 pub mod glob;

@@ -139,6 +139,29 @@ fn scan_lines(
     }
 }
 
+/// [`scan_lines`] over text the editor returned (already decoded).
+fn scan_text(
+    text: &str,
+    cancel: &CancellationToken,
+    mut visit: impl FnMut(&str),
+) -> Result<(), FsError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut segments = text.split('\n').peekable();
+    let mut count: u64 = 0;
+    while let Some(segment) = segments.next() {
+        // The segment after a final newline is not a line.
+        if segments.peek().is_none() && segment.is_empty() {
+            break;
+        }
+        count += 1;
+        if count.is_multiple_of(4096) && cancel.is_cancelled() {
+            return Err(FsError::aborted());
+        }
+        visit(segment);
+    }
+    Ok(())
+}
+
 fn read_window(
     ctx: &FsContext,
     cancel: &CancellationToken,
@@ -171,7 +194,7 @@ fn read_window(
     let mut lines = Vec::new();
     let mut used = 0usize;
     let mut capped = false;
-    scan_lines(&display_path, &p, cancel, |segment| {
+    let visit = |segment: &str| {
         total += 1;
         if total < offset || capped || lines.len() as u64 >= limit {
             return;
@@ -191,7 +214,11 @@ fn read_window(
             number: total,
             text: line,
         });
-    })?;
+    };
+    match crate::editor::read_text(ctx, &real) {
+        Some(text) => scan_text(&text, cancel, visit)?,
+        None => scan_lines(&display_path, &p, cancel, visit)?,
+    }
     if offset > total && !(total == 0 && offset == 1) {
         return Err(FsError::coded(
             codes::FS_NOT_FOUND,

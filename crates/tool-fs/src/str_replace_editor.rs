@@ -124,7 +124,7 @@ fn execute(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsErr
                 )));
             }
             let target = mutate::check_write_standing(ctx, p)?;
-            if !mutate::atomic_write(&target.real, text.as_bytes(), true, p)? {
+            if !mutate::write_file(ctx, &target.real, text, true, p)? {
                 return Err(FsError::plain(format!(
                     "File already exists at: {p}. Cannot overwrite files using command `create`."
                 )));
@@ -141,7 +141,10 @@ fn execute(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsErr
     }
 }
 
-fn read_raw(path: &str) -> Result<String, FsError> {
+fn read_raw(ctx: &FsContext, path: &str) -> Result<String, FsError> {
+    if let Some(text) = crate::editor::read_text(ctx, Path::new(path)) {
+        return Ok(text);
+    }
     let bytes =
         std::fs::read(path).map_err(|err| FsError::io(&format!("cannot read \"{path}\""), &err))?;
     if bytes[..bytes.len().min(8192)].contains(&0) {
@@ -173,7 +176,7 @@ fn view_file(
     max: usize,
 ) -> Result<String, FsError> {
     let p = args.path.as_str();
-    let text = read_raw(p)?;
+    let text = read_raw(ctx, p)?;
     ctx.observe(
         real,
         FileVersion::current(real).map_or(Observation::Absent, Observation::Present),
@@ -285,7 +288,7 @@ fn replace_if_version(
             "cannot edit \"{p}\": file changed since it was read"
         )));
     }
-    mutate::atomic_write(real, content.as_bytes(), false, p)?;
+    mutate::write_file(ctx, real, content, false, p)?;
     ctx.observe(
         real,
         FileVersion::current(real).map_or(Observation::Absent, Observation::Present),
@@ -308,7 +311,7 @@ fn str_replace(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, F
         ));
     }
     let new = args.new_str.as_deref().unwrap_or("");
-    let text = read_raw(p)?;
+    let text = read_raw(ctx, p)?;
     let starts: Vec<usize> = text.match_indices(old.as_str()).map(|(at, _)| at).collect();
     match starts.as_slice() {
         [] => Err(FsError::coded(
@@ -352,7 +355,7 @@ fn insert(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsErro
             "Parameter `new_str` is required for command: insert",
         ));
     };
-    let text = read_raw(p)?;
+    let text = read_raw(ctx, p)?;
     let mut lines: Vec<&str> = text.split('\n').collect();
     let n = lines.len() as i64;
     if line < 0 || line > n {

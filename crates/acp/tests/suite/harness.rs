@@ -53,6 +53,10 @@ pub struct TestFactory {
     pub modes: std::sync::Mutex<Vec<String>>,
     /// Whether `check_credentials` passes.
     pub credentials: std::sync::Mutex<bool>,
+    #[allow(
+        dead_code,
+        reason = "kept alive with the factory; tests register into it"
+    )]
     pub commands: dsh_commands::CommandRegistry,
 }
 

@@ -1,7 +1,9 @@
 mod checklist;
 mod client;
+mod editor_client;
 mod harness;
 mod images;
 mod live_output;
+mod schema;
 mod snapshots;
 mod wire;
