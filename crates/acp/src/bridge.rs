@@ -27,6 +27,7 @@ use agent_client_protocol::v1::schema::ListSessionsRequest;
 use agent_client_protocol::v1::schema::ListSessionsResponse;
 use agent_client_protocol::v1::schema::LoadSessionRequest;
 use agent_client_protocol::v1::schema::LoadSessionResponse;
+use agent_client_protocol::v1::schema::McpCapabilities;
 use agent_client_protocol::v1::schema::NewSessionRequest;
 use agent_client_protocol::v1::schema::NewSessionResponse;
 use agent_client_protocol::v1::schema::PromptCapabilities;
@@ -193,7 +194,13 @@ impl Bridge {
                     .audio(false)
                     .embedded_context(false),
             )
-            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()))
+            .mcp_capabilities({
+                let transports = self.factory.mcp_transports();
+                McpCapabilities::new()
+                    .http(transports.http)
+                    .sse(transports.sse)
+            });
         let auth_methods = self
             .factory
             .auth_methods()

@@ -62,6 +62,13 @@ impl std::fmt::Debug for SessionParts {
     }
 }
 
+/// Remote MCP transports a host accepts in `mcpServers`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct McpTransports {
+    pub http: bool,
+    pub sse: bool,
+}
+
 /// A stored session as `session/list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
@@ -107,6 +114,12 @@ pub trait SessionFactory: Send + Sync {
         false
     }
 
+    /// The remote MCP transports `create` accepts besides stdio, advertised as
+    /// `agentCapabilities.mcpCapabilities` (clients send only what is advertised).
+    fn mcp_transports(&self) -> McpTransports {
+        McpTransports::default()
+    }
+
     /// Where inline prompt images are stored; `None` (no attachment store mounted) means image
     /// prompts are never advertised.
     fn prompt_images(&self) -> Option<Arc<dyn PromptImageStore>> {
@@ -140,6 +153,12 @@ pub trait SessionFactory: Send + Sync {
     }
 }
 
+fn last_write_ms(path: &std::path::Path) -> Option<u64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_millis()).ok()
+}
+
 /// `list` for hosts whose sessions live in a [`dsh_session::SessionStore`]: every top-level
 /// session with an absolute cwd (optionally only `cwd`), newest first.
 pub fn stored_sessions(
@@ -160,7 +179,8 @@ pub fn stored_sessions(
                 session_id: summary.id,
                 cwd: session_cwd,
                 title: summary.title,
-                updated_at_ms: Some(summary.created_at),
+                // The file's last write is the last activity; creation when unknown.
+                updated_at_ms: Some(last_write_ms(&summary.path).unwrap_or(summary.created_at)),
             })
         })
         .collect();

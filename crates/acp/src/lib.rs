@@ -36,6 +36,7 @@ pub use error::internal_error;
 pub use error::invalid_params;
 pub use error::texts;
 pub use factory::AuthMethodInfo;
+pub use factory::McpTransports;
 pub use factory::ModeInfo;
 pub use factory::ModeState;
 pub use factory::NewSession;

@@ -109,6 +109,14 @@ impl SessionFactory for Factory {
         true
     }
 
+    fn mcp_transports(&self) -> dsh_acp::McpTransports {
+        // `dsh-mcp` takes streamable-HTTP servers from `session/new`; SSE ones it refuses.
+        dsh_acp::McpTransports {
+            http: true,
+            sse: false,
+        }
+    }
+
     fn load(
         &self,
         session_id: String,

@@ -32,6 +32,10 @@ async fn handshake_answers_protocol_1_and_a_uuid_session() {
     );
     assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
     assert_eq!(
+        init["result"]["agentCapabilities"]["mcpCapabilities"],
+        json!({"http": false, "sse": false})
+    );
+    assert_eq!(
         init["result"]["agentCapabilities"]["promptCapabilities"],
         json!({"image": false, "audio": false, "embeddedContext": false})
     );
