@@ -36,6 +36,24 @@ pub struct ExecArgs {
     pub output: Output,
 }
 
+/// The session's folder: `--cwd` (an existing directory) or the current one, made absolute.
+/// Checked before anything is created, so a bad folder leaves no session behind.
+pub fn checked_cwd(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let Some(cwd) = cwd else {
+        return std::env::current_dir().context("cannot read the current directory");
+    };
+    match std::fs::metadata(&cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => anyhow::bail!("--cwd {}: not a directory", cwd.display()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("--cwd {}: no such directory", cwd.display())
+        }
+        Err(error) => anyhow::bail!("--cwd {}: {error}", cwd.display()),
+    }
+    cwd.canonicalize()
+        .with_context(|| format!("--cwd {}", cwd.display()))
+}
+
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let task = args.task.join(" ");
     if task.trim().is_empty() {

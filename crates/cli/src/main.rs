@@ -35,9 +35,18 @@ use clap::Subcommand;
     long_about = None,
     after_help = "With no command, dsh opens the interactive terminal UI in the current folder."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Open the UI and send this first prompt (words are joined with spaces).
+    prompt: Vec<String>,
+    /// The working directory of the session (default: the current folder).
+    #[arg(long, short = 'C')]
+    cwd: Option<PathBuf>,
+    /// The model id to use (default from config).
+    #[arg(long, short = 'm')]
+    model: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,6 +70,12 @@ enum Command {
     Resume {
         /// The session id.
         id: Option<String>,
+        /// The folder whose newest session is reopened (default: the current folder).
+        #[arg(long, short = 'C')]
+        cwd: Option<PathBuf>,
+        /// The model id to use from the next request.
+        #[arg(long, short = 'm')]
+        model: Option<String>,
     },
     /// Serve the Agent Client Protocol on stdio (add dsh to Zed as a custom agent server).
     Acp,
@@ -126,8 +141,18 @@ fn main() -> ExitCode {
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
     let result = match cli.command {
-        None => tui::run(dsh_tui::Start::New),
-        Some(Command::Resume { id }) => tui::run(dsh_tui::Start::Resume(id)),
+        None => tui::run(tui::TuiArgs {
+            start: dsh_tui::Start::New,
+            prompt: (!cli.prompt.is_empty()).then(|| cli.prompt.join(" ")),
+            cwd: cli.cwd,
+            model: cli.model,
+        }),
+        Some(Command::Resume { id, cwd, model }) => tui::run(tui::TuiArgs {
+            start: dsh_tui::Start::Resume(id),
+            prompt: None,
+            cwd,
+            model,
+        }),
         Some(Command::Exec {
             task,
             cwd,

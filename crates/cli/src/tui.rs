@@ -11,13 +11,27 @@ use crate::compose::Harness;
 use crate::config::Config;
 use crate::config::Overrides;
 
-pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
+/// How the UI is opened: `dsh ["prompt"] [--cwd DIR] [--model NAME]`, `dsh resume [ID]`.
+pub struct TuiArgs {
+    pub start: dsh_tui::Start,
+    pub prompt: Option<String>,
+    pub cwd: Option<std::path::PathBuf>,
+    pub model: Option<String>,
+}
+
+pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     if !dsh_tui::is_interactive() {
         eprintln!("{}", dsh_tui::NOT_A_TERMINAL);
         return Ok(ExitCode::from(2));
     }
-    let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
+    let cwd = crate::exec::checked_cwd(args.cwd)?;
+    let overrides = Overrides {
+        model: args.model,
+        ..Overrides::default()
+    };
+    let config = Config::load(&cwd, &overrides)?;
+    let start = args.start;
+    let prompt = args.prompt;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -32,6 +46,7 @@ pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
             model: harness.settings.model.clone(),
             cwd,
             start,
+            prompt,
         };
         let result = dsh_tui::run(app).await;
         harness.shutdown();
@@ -59,5 +74,19 @@ impl dsh_tui::SessionFactory for Factory {
 
     fn jobs(&self, agent: &AgentHandle) -> Vec<String> {
         self.harness.job_lines(agent)
+    }
+
+    /// The adapter's built-in models, the `[[model.catalog]]` entries and the configured one.
+    fn models(&self) -> Vec<String> {
+        let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
+            .models
+            .iter()
+            .map(|m| m.id.clone())
+            .collect();
+        models.extend(self.harness.settings.catalog.iter().map(|e| e.id.clone()));
+        models.push(self.harness.settings.model.clone());
+        let mut seen = std::collections::HashSet::new();
+        models.retain(|m| seen.insert(m.clone()));
+        models
     }
 }
