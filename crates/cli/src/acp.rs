@@ -1,8 +1,4 @@
 //! `dsh acp`: serve the Agent Client Protocol on stdio (for Zed and other ACP editors).
-//!
-//! The bridge (crate `dsh-acp`) owns the protocol; this module only tells it how to make,
-//! resume and list sessions with the composed harness, and maps ACP session modes onto the
-//! permission presets.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,53 +16,61 @@ use dsh_acp::SessionFactory;
 use dsh_acp::SessionParts;
 use dsh_acp::StoredSession;
 use dsh_agent::AgentHandle;
+use dsh_host::SessionHost;
 use dsh_kernel::BoxFuture;
 use dsh_session::data::RequestHeader;
 
-use crate::compose::Harness;
-use crate::compose::PRESETS;
-use crate::compose::SessionState;
-use crate::config::Config;
-use crate::config::Overrides;
-
 pub fn run() -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let harness = Arc::new(Harness::build(config)?);
-        harness.start_mcp().await?;
+        let host = crate::host::start(&cwd, crate::host::overrides()).await?;
+        let _watch = crate::host::watch_and_log(&host);
         let factory = Arc::new(Factory {
-            harness: harness.clone(),
+            key_env: api_key_env(&host),
+            sessions: host.sessions(),
         });
         let identity = BridgeConfig {
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             ..BridgeConfig::default()
         };
         let served = dsh_acp::serve_stdio(factory, identity).await;
-        harness.shutdown();
+        host.shutdown();
         served?;
         Ok(ExitCode::SUCCESS)
     })
 }
 
 struct Factory {
-    harness: Arc<Harness>,
+    sessions: SessionHost,
+    /// The environment variable the configured provider reads its key from.
+    key_env: String,
 }
 
-/// The one credential the DeepSeek route reads, and the method that names it.
-const API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
-const API_KEY_METHOD: &str = "deepseek-api-key";
+/// `[model] api_key_env`, else the provider's own variable.
+fn api_key_env(host: &dsh_host::Host) -> String {
+    if let Some(name) = host.config().get_str("model.api_key_env") {
+        return name.to_owned();
+    }
+    let (provider, _) = host.sessions().route();
+    if provider == dsh_llm::openai::PROVIDER {
+        dsh_llm::openai::DEFAULT_API_KEY_ENV.to_owned()
+    } else {
+        "DEEPSEEK_API_KEY".to_owned()
+    }
+}
 
-fn parts(harness: &Harness, agent: AgentHandle) -> SessionParts {
-    let current = agent
-        .scope()
-        .service::<SessionState>()
-        .and_then(|state| state.preset())
+/// The one authentication method: the key in the agent's environment.
+const API_KEY_METHOD: &str = "api-key-env";
+
+fn parts(sessions: &SessionHost, agent: AgentHandle) -> SessionParts {
+    let current = sessions
+        .current_preset(&agent)
         .map_or("custom", |preset| preset.name);
-    let available = PRESETS
+    let available = sessions
+        .presets()
         .iter()
         .map(|preset| ModeInfo {
             id: preset.name.to_owned(),
@@ -76,7 +80,7 @@ fn parts(harness: &Harness, agent: AgentHandle) -> SessionParts {
         .collect();
     SessionParts {
         agent,
-        tools: Some(harness.registry.clone()),
+        tools: Some(sessions.registry()),
         modes: Some(ModeState {
             current: current.to_owned(),
             available,
@@ -89,19 +93,22 @@ impl SessionFactory for Factory {
         &self,
         request: NewSession,
     ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        let harness = self.harness.clone();
+        let sessions = self.sessions.clone();
         Box::pin(async move {
-            let agent = harness
-                .new_agent(&request.cwd, Some(request.session_id))
+            let agent = sessions
+                .create(dsh_host::NewSession {
+                    id: Some(request.session_id),
+                    cwd: request.cwd,
+                })
                 .map_err(|error| FactoryError::internal(format!("{error:#}")))?;
-            if let Err(error) = harness
+            if let Err(error) = sessions
                 .start_session_mcp(&agent, &request.mcp_servers)
                 .await
             {
                 agent.dispose().await;
                 return Err(FactoryError::invalid(format!("{error:#}")));
             }
-            Ok(parts(&harness, agent))
+            Ok(parts(&sessions, agent))
         })
     }
 
@@ -117,16 +124,40 @@ impl SessionFactory for Factory {
         }
     }
 
+    fn auth_methods(&self) -> Vec<AuthMethodInfo> {
+        vec![AuthMethodInfo {
+            id: API_KEY_METHOD.to_owned(),
+            name: "API key in the environment".to_owned(),
+            description: Some(format!(
+                "Set {} in the environment your editor starts `dsh acp` with (the agent server's `env` setting), then restart the agent.",
+                self.key_env
+            )),
+        }]
+    }
+
+    fn check_credentials(&self) -> Result<(), FactoryError> {
+        let key = std::env::var(&self.key_env).unwrap_or_default();
+        if key.trim().is_empty() {
+            return Err(FactoryError::auth_required(format!(
+                "no API key: set {} in the environment your editor starts `dsh acp` with",
+                self.key_env
+            )));
+        }
+        Ok(())
+    }
+
     fn load(
         &self,
         session_id: String,
         _cwd: PathBuf,
     ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
         let result = self
-            .harness
-            .resume_agent(&session_id)
-            .map(|agent| parts(&self.harness, agent))
-            .map_err(|error| FactoryError::invalid(format!("{error:#}")));
+            .sessions
+            .load(&session_id)
+            .map(|agent| parts(&self.sessions, agent))
+            .map_err(|error| {
+                FactoryError::invalid(format!("cannot resume session {session_id}: {error:#}"))
+            });
         Box::pin(async move { result })
     }
 
@@ -134,66 +165,40 @@ impl SessionFactory for Factory {
         &self,
         cwd: Option<PathBuf>,
     ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
-        let result = dsh_acp::stored_sessions(&self.harness.store, cwd.as_deref());
+        let result = dsh_acp::stored_sessions(self.sessions.store().as_ref(), cwd.as_deref());
         Box::pin(async move { result })
     }
 
     fn prompt_images(&self) -> Option<Arc<dyn PromptImageStore>> {
-        self.harness
-            .attachments
-            .as_ref()
-            .map(crate::images::Attachments::prompt_store)
+        self.sessions
+            .attachments()
+            .map(crate::prompt_images::prompt_store)
     }
 
     /// The agent's current route is its latest request header, else the configured one.
     fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, FactoryError> {
-        let settings = &self.harness.settings;
         let header = agent
             .and_then(|agent| agent.log().request_header())
             .and_then(|event| event.decode::<RequestHeader>())
             .transpose()
             .map_err(|error| FactoryError::internal(format!("unreadable request header: {error}")))?
             .map(|header| header.header.config);
-        let (provider, model) = match &header {
-            Some(config) => (config.provider.as_str(), config.model.as_str()),
-            None => (settings.provider.as_str(), settings.model.as_str()),
+        let (provider, model) = match header {
+            Some(config) => (config.provider, config.model),
+            None => self.sessions.route(),
         };
-        Ok(match self.harness.accepts_images(provider, model) {
+        Ok(match self.sessions.accepts_images(&provider, &model) {
             None => ImageInput::Unresolved,
             Some(accepts_images) => ImageInput::Model {
-                model: model.to_owned(),
+                model,
                 accepts_images,
             },
         })
     }
 
-    fn auth_methods(&self) -> Vec<AuthMethodInfo> {
-        vec![AuthMethodInfo {
-            id: API_KEY_METHOD.to_owned(),
-            name: "DeepSeek API key".to_owned(),
-            description: Some(format!(
-                "Set {API_KEY_ENV} in the environment your editor starts `dsh acp` with (the agent server's `env` setting), then restart the agent."
-            )),
-        }]
-    }
-
-    fn check_credentials(&self) -> Result<(), FactoryError> {
-        let key = std::env::var(API_KEY_ENV).unwrap_or_default();
-        if key.trim().is_empty() {
-            return Err(FactoryError::auth_required(format!(
-                "no DeepSeek API key: set {API_KEY_ENV} in the environment your editor starts `dsh acp` with"
-            )));
-        }
-        Ok(())
-    }
-
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
-        let preset = PRESETS
-            .iter()
-            .find(|preset| preset.name == mode_id)
-            .ok_or_else(|| FactoryError::invalid(format!("unknown mode: {mode_id}")))?;
-        self.harness
-            .set_preset(agent, preset)
-            .map_err(|error| FactoryError::internal(format!("{error:#}")))
+        self.sessions
+            .set_preset(agent, mode_id)
+            .map_err(|error| FactoryError::invalid(format!("{error:#}")))
     }
 }

@@ -1,21 +1,20 @@
-//! `dsh` / `dsh resume [ID]`: the interactive UI (crate `dsh-tui`) over the composed harness.
+//! `dsh ["prompt"]` / `dsh resume [ID]`: the interactive UI (crate `dsh-tui`) over the host.
 
 use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
+use dsh_host::NewSession;
+use dsh_host::SessionHost;
 use dsh_session::SessionSummary;
-
-use crate::compose::Harness;
-use crate::config::Config;
-use crate::config::Overrides;
 
 /// How the UI is opened: `dsh ["prompt"] [--cwd DIR] [--model NAME]`, `dsh resume [ID]`.
 pub struct TuiArgs {
     pub start: dsh_tui::Start,
     pub prompt: Option<String>,
-    pub cwd: Option<std::path::PathBuf>,
+    pub cwd: Option<PathBuf>,
     pub model: Option<String>,
 }
 
@@ -25,68 +24,93 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let cwd = crate::exec::checked_cwd(args.cwd)?;
-    let overrides = Overrides {
-        model: args.model,
-        ..Overrides::default()
-    };
-    let config = Config::load(&cwd, &overrides)?;
+    let mut overrides = crate::host::overrides();
+    if let Some(model) = args.model {
+        overrides.set("model.name", model);
+    }
+    let config = crate::host::load(&cwd, &overrides)?;
+    // Asked before the UI takes the terminal over; a yes applies the project layer whole.
+    crate::trust::ask_once(&config.home, config.project.as_ref())?;
     let start = args.start;
     let prompt = args.prompt;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let harness = Arc::new(Harness::build(config)?);
-        harness.start_mcp().await?;
+        let host = crate::host::start(&cwd, overrides).await?;
+        let _watch = crate::host::watch_and_log(&host);
+        let sessions = host.sessions();
+        let models = models(&host);
         let app = dsh_tui::TuiApp {
             factory: Arc::new(Factory {
-                harness: harness.clone(),
+                sessions: sessions.clone(),
+                models,
             }),
-            registry: harness.registry.clone(),
-            model: harness.settings.model.clone(),
+            registry: sessions.registry(),
+            model: sessions.route().1,
             cwd,
             start,
             prompt,
         };
         let result = dsh_tui::run(app).await;
-        harness.shutdown();
+        host.shutdown();
         result?;
         Ok(ExitCode::SUCCESS)
     })
 }
 
+/// What `/model` offers: the adapter's built-in models, the `[[model.catalog]]` entries and
+/// the configured model.
+fn models(host: &dsh_host::Host) -> Vec<String> {
+    let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
+        .models
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
+    if let Some(catalog) = host
+        .config()
+        .get("model.catalog")
+        .and_then(|c| c.as_array())
+    {
+        models.extend(
+            catalog
+                .iter()
+                .filter_map(|entry| entry.get("id").and_then(|id| id.as_str()))
+                .map(str::to_owned),
+        );
+    }
+    models.push(host.sessions().route().1);
+    let mut seen = std::collections::HashSet::new();
+    models.retain(|m| seen.insert(m.clone()));
+    models
+}
+
 struct Factory {
-    harness: Arc<Harness>,
+    sessions: SessionHost,
+    models: Vec<String>,
 }
 
 impl dsh_tui::SessionFactory for Factory {
     fn new_session(&self, cwd: &Path) -> anyhow::Result<AgentHandle> {
-        self.harness.new_agent(cwd, None)
+        Ok(self.sessions.create(NewSession {
+            id: None,
+            cwd: cwd.to_path_buf(),
+        })?)
     }
 
     fn resume(&self, id: &str) -> anyhow::Result<AgentHandle> {
-        self.harness.resume_agent(id)
+        Ok(self.sessions.load(id)?)
     }
 
     fn list_sessions(&self) -> anyhow::Result<Vec<SessionSummary>> {
-        Ok(self.harness.store.list()?)
+        Ok(self.sessions.list()?)
     }
 
     fn jobs(&self, agent: &AgentHandle) -> Vec<String> {
-        self.harness.job_lines(agent)
+        self.sessions.job_lines(agent)
     }
 
-    /// The adapter's built-in models, the `[[model.catalog]]` entries and the configured one.
     fn models(&self) -> Vec<String> {
-        let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
-            .models
-            .iter()
-            .map(|m| m.id.clone())
-            .collect();
-        models.extend(self.harness.settings.catalog.iter().map(|e| e.id.clone()));
-        models.push(self.harness.settings.model.clone());
-        let mut seen = std::collections::HashSet::new();
-        models.retain(|m| seen.insert(m.clone()));
-        models
+        self.models.clone()
     }
 }

@@ -49,7 +49,7 @@ async fn a_never_prompted_session_is_loaded_and_prompted_from_another_process() 
         "streamable-HTTP MCP servers are accepted, so they are advertised"
     );
     assert_eq!(
-        init["result"]["authMethods"][0]["id"], "deepseek-api-key",
+        init["result"]["authMethods"][0]["id"], "api-key-env",
         "{init}"
     );
     let created = first
@@ -218,12 +218,12 @@ async fn without_a_key_session_new_asks_the_client_to_authenticate() {
         "{refused}"
     );
     let auth = acp
-        .request(3, "authenticate", json!({"methodId": "deepseek-api-key"}))
+        .request(3, "authenticate", json!({"methodId": "api-key-env"}))
         .await;
     assert_eq!(auth["error"]["code"], -32000, "{auth}");
     acp.stop().await;
     assert!(bodies.lock().unwrap().is_empty());
-    let sessions = dsh_session::SessionStore::new(home.path().to_path_buf())
+    let sessions = dsh_session::JsonlStore::new(home.path().to_path_buf())
         .list()
         .unwrap();
     assert!(sessions.is_empty(), "no half-made session");

@@ -92,16 +92,15 @@ pub async fn run(
         if guard.is_some_and(|version| version != current) {
             return Err(changed());
         }
+        let bytes = crate::fsat::read(&real).map_err(|err| FsError::io(&format!("cannot edit \"{p}\""), &err))?;
+        if bytes.contains(&0) {
+            return Err(FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": binary file")));
+        }
+        // The editor's buffer (unsaved changes included) is what gets edited, when it has one.
         let raw = match crate::editor::read_text(&ctx, &real) {
             Some(text) => text,
-            None => {
-                let bytes = std::fs::read(&real).map_err(|err| FsError::io(&format!("cannot edit \"{p}\""), &err))?;
-                if bytes.contains(&0) {
-                    return Err(FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": binary file")));
-                }
-                String::from_utf8(bytes)
-                    .map_err(|_| FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": invalid UTF-8 text")))?
-            }
+            None => String::from_utf8(bytes)
+                .map_err(|_| FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": invalid UTF-8 text")))?,
         };
         let crlf = dominant_is_crlf(&raw);
         let before = to_lf(&raw);

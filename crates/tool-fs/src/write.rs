@@ -114,7 +114,7 @@ pub async fn run(
             WriteOperation::Update if content.len() >= limit => None,
             WriteOperation::Update => crate::editor::read_text(&ctx, &real)
                 .map(String::into_bytes)
-                .or_else(|| std::fs::read(&real).ok())
+                .or_else(|| crate::fsat::read(&real).ok())
                 .filter(|bytes| bytes.len() < limit && !bytes.contains(&0))
                 .and_then(|bytes| String::from_utf8(bytes).ok())
                 .map(|text| to_lf(&text)),

@@ -267,7 +267,7 @@ pub(crate) fn spawn_for(
     live: bool,
 ) -> Result<ShellProcess, SpawnFailure> {
     let cwd = resolve_workdir(args, ctx);
-    let launch = ctx.sandbox.as_ref().and_then(|policy| policy.launch(&cwd));
+    let launch = ctx.confinement().and_then(|policy| policy.launch(&cwd));
     process::spawn_shell(
         &args.command,
         &cwd,
@@ -367,7 +367,7 @@ pub async fn run_in(
     let mut timed_out = false;
     let mut aborted = false;
     let status = tokio::select! {
-        status = proc.child.wait() => status,
+        status = proc.wait() => status,
         () = deadline => {
             timed_out = true;
             let grace = Duration::from_millis(ctx.config.grace_ms);

@@ -98,6 +98,8 @@ pub use registry::ToolFilter;
 pub use registry::ToolRegistry;
 pub use result::ResultView;
 pub use result::ToolResult;
+pub use sandbox::ApprovalPolicy;
+pub use sandbox::NetworkAccess;
 pub use sandbox::SandboxMode;
 pub use terminal::ClientTerminals;
 pub use terminal::TerminalCommand;

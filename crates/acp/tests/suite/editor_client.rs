@@ -44,7 +44,7 @@ use dsh_agent::scripted::ScriptedAdapter;
 use dsh_agent::scripted::text_response;
 use dsh_agent::scripted::tool_call_response;
 use dsh_kernel::Scope;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use dsh_tool_fs::FsContext;
 use dsh_tool_fs::policy::FilePolicy;
 use dsh_tool_shell::JobToolsConfig;
@@ -87,7 +87,7 @@ pub(super) fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
     }
     Arc::new(TestFactory {
         root: root.clone(),
-        store: SessionStore::new(home),
+        store: JsonlStore::new(home),
         adapter: ScriptedAdapter::new("scripted"),
         registry,
         modes: std::sync::Mutex::new(Vec::new()),

@@ -44,11 +44,11 @@ const MAX_TITLE_BYTES: usize = 120;
 const CONTEXT_GRACE: Duration = Duration::from_millis(50);
 
 /// `[plugins.session-title]`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TitleSettings {
     /// The title model; `None` uses the model of the session's main request.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
@@ -328,5 +328,5 @@ pub fn sanitize_title(raw: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "titles_llm_tests.rs"]
+#[path = "llm_tests.rs"]
 mod tests;

@@ -1,21 +1,27 @@
-//! Fallback session titles: before a session's first model request, if it has no title yet,
-//! its first human prompt names it (`session/title {source: {kind: "fallback"}}`), so
-//! `dsh sessions list`, `dsh resume` and editors (`session_info_update`) show something better
-//! than an id.
+//! `dsh-titles`: session titles.
+//!
+//! Owns: fallback titles (before a session's first model request, if it has no title yet, its
+//! first human prompt names it: `session/title {source: {kind: "fallback"}}`) and
+//! model-generated titles (one side request after the first request header,
+//! `session-title-first-prompt-llm`), as [`FallbackTitlePlugin`] (`[plugins.fallback-title]`)
+//! and [`LlmTitlePlugin`] (`[plugins.session-title]`), so `dsh sessions list`, `dsh resume`
+//! and editors (`session_info_update`) show something better than an id.
+//! Must not depend on: other capability crates, the host, a front-end.
 
 use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
-use dsh_agent::AgentHooks;
 use dsh_agent::RequestInput;
-use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
+use dsh_plugin::HostPlugin;
+use dsh_plugin::HostServices;
+use dsh_plugin::Plugin;
+use dsh_plugin::PluginError;
 use dsh_session::Event;
 use dsh_session::data::SessionTitle;
 use dsh_session::data::TitleSource;
 use dsh_session::kind;
 
-#[path = "titles_llm.rs"]
 mod llm;
 pub use llm::LlmTitles;
 pub use llm::TitleSettings;
@@ -25,37 +31,72 @@ const MAX_WORDS: usize = 5;
 /// …and this many UTF-8 bytes.
 const MAX_BYTES: usize = 40;
 
-/// Titles every agent under `owner` that reaches a request without one; with `llm`, a top-level
-/// session's first request also starts the model-generated title.
-pub fn install(hooks: &AgentHooks, owner: &Scope, llm: Option<Arc<LlmTitles>>) -> Disposer {
-    hooks
-        .request
-        .register(owner, move |input: RequestInput, next| {
-            let llm = llm.clone();
-            Box::pin(async move {
-                title_if_untitled(&input.agent);
-                let agent = input.agent.clone();
-                let config = next.run(input).await?;
-                if let Some(llm) = &llm {
-                    llm.arm(&agent, &config);
-                }
-                Ok(config)
-            })
-        })
+/// `[plugins.fallback-title]` (only `enabled`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackSettings {}
+
+/// Titles every session that reaches a request without one, from its first prompt.
+#[derive(Debug, Default)]
+pub struct FallbackTitlePlugin;
+
+impl Plugin for FallbackTitlePlugin {
+    type Config = FallbackSettings;
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn apply(&self, ctx: &Scope, _config: FallbackSettings) -> Result<(), PluginError> {
+        let host = HostServices::of(ctx)?;
+        host.hooks
+            .request
+            .register(ctx, move |input: RequestInput, next| {
+                Box::pin(async move {
+                    title_if_untitled(&input.agent);
+                    next.run(input).await
+                })
+            });
+        Ok(())
+    }
 }
 
-/// The `[plugins.session-title]` provider, or `None` when it is disabled.
-pub fn llm_titles(
-    config: &crate::config::Config,
-    adapter: Arc<dyn dsh_llm::ModelAdapter>,
-) -> anyhow::Result<Option<Arc<LlmTitles>>> {
-    if !config.plugin_enabled("session-title", true)? {
-        return Ok(None);
+impl HostPlugin for FallbackTitlePlugin {
+    const NAME: &'static str = "fallback-title";
+}
+
+/// A top-level session's first request also starts the model-generated title, through the
+/// host's model adapter.
+#[derive(Debug, Default)]
+pub struct LlmTitlePlugin;
+
+impl Plugin for LlmTitlePlugin {
+    type Config = TitleSettings;
+
+    fn name(&self) -> &str {
+        Self::NAME
     }
-    let settings: TitleSettings =
-        serde_json::from_value(config.plugin_settings("session-title"))
-            .map_err(|e| anyhow::anyhow!("invalid [plugins.session-title]: {e}"))?;
-    Ok(Some(LlmTitles::new(settings, adapter)))
+
+    fn apply(&self, ctx: &Scope, config: TitleSettings) -> Result<(), PluginError> {
+        let host = HostServices::of(ctx)?;
+        let llm = LlmTitles::new(config, host.adapter.clone());
+        host.hooks
+            .request
+            .register(ctx, move |input: RequestInput, next| {
+                let llm = llm.clone();
+                Box::pin(async move {
+                    let agent = input.agent.clone();
+                    let config = next.run(input).await?;
+                    llm.arm(&agent, &config);
+                    Ok(config)
+                })
+            });
+        Ok(())
+    }
+}
+
+impl HostPlugin for LlmTitlePlugin {
+    const NAME: &'static str = "session-title";
 }
 
 fn title_if_untitled(agent: &AgentHandle) {
