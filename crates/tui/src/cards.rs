@@ -464,3 +464,80 @@ fn web_lines(web: &WebView) -> Vec<Line<'static>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use dsh_protocol::ContentBlock;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    fn entry(name: &str, arguments: serde_json::Value, state: ToolState) -> ToolEntry {
+        ToolEntry {
+            call_id: "c".into(),
+            name: name.into(),
+            arguments,
+            call: ToolCallView::Generic {
+                title: "Update todo list".into(),
+                kind: None,
+                raw_input: None,
+                content: None,
+                locations: None,
+            },
+            result: None,
+            output: None,
+            state,
+            started_ms: 0,
+            ended_ms: Some(1200),
+        }
+    }
+
+    fn text(lines: &[(Line<'static>, usize)]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|(l, _)| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    const CTX: CardContext = CardContext {
+        expanded: false,
+        now_ms: 0,
+        awaiting_approval: false,
+    };
+
+    #[test]
+    fn a_todo_card_lists_its_items() {
+        let todos = json!({"todos": [
+            {"content": "read the code", "status": "completed"},
+            {"content": "fix the bug", "status": "in_progress"},
+            {"content": "ship", "status": "pending"}
+        ]});
+        let lines = card_lines(&entry("todo_write", todos, ToolState::Done), CTX);
+        assert_eq!(
+            text(&lines),
+            [
+                "✓ Update todo list  1.2s",
+                "  ☑ read the code",
+                "  ◐ fix the bug",
+                "  ☐ ship"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_card_shows_its_text_without_fences() {
+        let mut failed = entry("bash", json!({}), ToolState::Failed);
+        failed.result = Some(ToolResultView::Generic {
+            title: None,
+            content: Some(vec![ContentBlock::text(
+                "```console\nError: spawn failed\n```",
+            )]),
+        });
+        let lines = card_lines(&failed, CTX);
+        assert_eq!(
+            text(&lines),
+            ["✗ Update todo list  failed 1.2s", "  Error: spawn failed"]
+        );
+    }
+}
