@@ -25,7 +25,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let host = crate::host::start(&cwd, crate::host::overrides()).await?;
         let _watch = crate::host::watch_and_log(&host);
         let factory = Arc::new(Factory {
@@ -36,11 +36,26 @@ pub fn run() -> anyhow::Result<ExitCode> {
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             ..BridgeConfig::default()
         };
-        let served = dsh_acp::serve_stdio(factory, identity).await;
+        // A stop signal tears the bridge down like end of input: prompts are cancelled and
+        // answered, agents disposed (logs closed); tool processes die at the signal itself.
+        let mut stops = crate::signals::listen()?;
+        let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
+        let stop = async move {
+            let stop = stops.first().await;
+            let _ = stopped_tx.send(stop);
+        };
+        let served = dsh_acp::serve_stdio_until(factory, identity, stop).await;
         host.shutdown();
         served?;
-        Ok(ExitCode::SUCCESS)
-    })
+        Ok(match stopped_rx.await {
+            Ok(stop) => stop.exit_code(),
+            Err(_) => ExitCode::SUCCESS,
+        })
+    });
+    // Stopped by a signal, stdin is still open and a blocking read of it still pending: do
+    // not wait for it.
+    runtime.shutdown_background();
+    code
 }
 
 struct Factory {

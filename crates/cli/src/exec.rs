@@ -88,14 +88,22 @@ async fn run_task(
     let printer = (output == Output::StreamJson)
         .then(|| tokio::spawn(print_events(session_id.clone(), receiver)));
 
+    // SIGINT, SIGTERM, SIGHUP: tool processes are killed at once, the turn is cancelled, the
+    // log closed below, and the exit code says which signal it was.
+    let mut stops = crate::signals::listen()?;
     let cancel_agent = agent.clone();
     let interrupt = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel_agent.cancel(CancelCause::User, false);
-        }
+        let stop = stops.first().await;
+        cancel_agent.cancel(CancelCause::User, false);
+        stop
     });
     let outcome = dsh_agent::run_once(&agent, &task).await;
-    interrupt.abort();
+    let stopped = if interrupt.is_finished() {
+        interrupt.await.ok()
+    } else {
+        interrupt.abort();
+        None
+    };
     drop(subscription);
     if let Some(printer) = printer {
         let _ = printer.await;
@@ -118,6 +126,9 @@ async fn run_task(
     drop(stdout);
     agent.dispose().await;
     host.shutdown();
+    if let Some(stop) = stopped {
+        return Ok(stop.exit_code());
+    }
     Ok(match &outcome.reason {
         Some(TurnEndReason::Completed) => ExitCode::SUCCESS,
         Some(TurnEndReason::Error { error }) => {

@@ -13,6 +13,7 @@ mod host;
 mod mcp_cmd;
 mod prompt_images;
 mod sessions;
+mod signals;
 mod tools_cmd;
 mod trust;
 mod tui;

@@ -236,9 +236,38 @@ const SOCKET_SCAN_ENTRIES: usize = 4096;
 /// off the per-call path.
 const SOCKET_SCAN_TTL: Duration = Duration::from_secs(5);
 
+static SOCKET_CACHE: Mutex<Option<(Instant, Vec<PathBuf>)>> = Mutex::new(None);
+
+/// The daemon sockets to mask now: the last scan's (at most [`SOCKET_SCAN_TTL`] old), minus
+/// those gone since (a mask needs its target: bwrap cannot create one in the read-only root).
 fn control_sockets() -> Vec<PathBuf> {
-    static CACHE: Mutex<Option<(Instant, Vec<PathBuf>)>> = Mutex::new(None);
-    let mut cache = CACHE
+    use std::os::unix::fs::FileTypeExt;
+    scanned_sockets()
+        .into_iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()))
+        .collect()
+}
+
+/// Drops the cached scan (a masked socket vanished under a launch).
+pub(crate) fn forget_sockets() {
+    *SOCKET_CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+}
+
+/// Whether a runner failure is a socket mask whose target vanished during the launch.
+pub(crate) fn is_vanished_mask(line: &str) -> bool {
+    line.strip_prefix("bwrap: Can't create file at ")
+        .and_then(|rest| rest.split(": ").next())
+        .is_some_and(|path| {
+            let path = Path::new(path);
+            SOCKET_AREAS.iter().any(|area| path.starts_with(area))
+                || std::fs::canonicalize(path).is_err()
+        })
+}
+
+fn scanned_sockets() -> Vec<PathBuf> {
+    let mut cache = SOCKET_CACHE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((at, sockets)) = cache.as_ref()
@@ -732,6 +761,16 @@ mod tests {
         ));
         let dfa = policy(SandboxMode::DangerFullAccess, &root);
         assert!(!detect_denial("Read-only file system", &dfa, &root));
+    }
+
+    #[test]
+    fn a_vanished_socket_mask_is_told_apart() {
+        assert!(is_vanished_mask(
+            "bwrap: Can't create file at /run/x.sock: Read-only file system"
+        ));
+        assert!(!is_vanished_mask(
+            "bwrap: Creating new namespace failed: Operation not permitted"
+        ));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod escapes;
+mod faults;
 mod key;
 mod support;
 mod trust;
