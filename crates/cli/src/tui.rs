@@ -113,4 +113,25 @@ impl dsh_tui::SessionFactory for Factory {
     fn models(&self) -> Vec<String> {
         self.models.clone()
     }
+
+    fn attach_image(
+        &self,
+        agent: &AgentHandle,
+        model: &str,
+        path: &Path,
+    ) -> anyhow::Result<Option<dsh_protocol::ContentBlock>> {
+        if self.sessions.accepts_images(agent.provider(), model) != Some(true) {
+            return Ok(None);
+        }
+        let Some(store) = self.sessions.attachments() else {
+            return Ok(None);
+        };
+        let bytes = std::fs::read(path)?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let record = store.describe(&bytes, None, name)?;
+        store.save(&record, &bytes)?;
+        Ok(Some(dsh_protocol::ContentBlock::Image {
+            attachment: serde_json::to_value(record)?,
+        }))
+    }
 }

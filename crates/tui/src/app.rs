@@ -62,6 +62,17 @@ pub trait SessionFactory: Send + Sync {
     fn models(&self) -> Vec<String> {
         Vec::new()
     }
+    /// An image mentioned by `@path` as a content block for `model`, stored where the session's
+    /// images are kept; `None` when `model` does not take images (the path alone is sent).
+    fn attach_image(
+        &self,
+        agent: &AgentHandle,
+        model: &str,
+        path: &Path,
+    ) -> anyhow::Result<Option<dsh_protocol::ContentBlock>> {
+        let _ = (agent, model, path);
+        Ok(None)
+    }
 }
 
 /// How the UI starts.

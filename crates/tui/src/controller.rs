@@ -30,7 +30,6 @@ use crate::app::SessionFactory;
 use crate::approval::Answer;
 use crate::approval::PendingApproval;
 use crate::approval::TuiApproval;
-use crate::input;
 use crate::live::LiveOutput;
 use crate::model::NoticeLevel;
 use crate::model::Presenters;
@@ -40,8 +39,7 @@ use crate::state::UiState;
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
 const APPROVAL_FIRST: &str = "answer the approval first: y allow · n reject · esc cancels the turn";
-const COMPLETION_ITEMS: usize = 6;
-const MAX_COMPLETION_FILES: usize = 20_000;
+const COMPLETION_ITEMS: usize = 20;
 
 /// The UI's own commands: name, argument hint, description.
 pub(crate) const BUILTINS: &[(&str, &str, &str)] = &[
@@ -71,6 +69,46 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Whether a mention is exactly what is typed (a quoted file mention closes its quote).
+fn mention_is(mention: &str, token: &str) -> bool {
+    mention == token || mention.strip_suffix('"') == Some(token)
+}
+
+/// The `@path` / `@"path"` mentions of a prompt, in order.
+pub(crate) fn mentioned_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    let mut at_start = true;
+    while let Some(at) = rest.find('@') {
+        let before_ok = if at == 0 {
+            at_start
+        } else {
+            rest[..at].chars().last().is_some_and(char::is_whitespace)
+        };
+        let after = &rest[at + 1..];
+        at_start = false;
+        if !before_ok {
+            rest = after;
+            continue;
+        }
+        let (path, next) = match after.strip_prefix('"') {
+            Some(quoted) => match quoted.find('"') {
+                Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                None => (quoted, ""),
+            },
+            None => {
+                let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        if !path.is_empty() {
+            out.push(path.to_owned());
+        }
+        rest = next;
+    }
+    out
+}
+
 /// One attached agent: its event feed, presenters and what the UI registered on its scope.
 struct Session {
     agent: AgentHandle,
@@ -94,7 +132,8 @@ pub struct Controller {
     session: Session,
     approval: TuiApproval,
     approvals: mpsc::UnboundedReceiver<PendingApproval>,
-    files: Option<Vec<String>>,
+    /// `@path` candidates (the composed service if the host provides one).
+    references: Arc<dsh_references::FileReferences>,
     output_tx: LiveOutput,
     output_rx: mpsc::Receiver<(String, String)>,
     last_ctrl_c: Option<Instant>,
@@ -146,6 +185,11 @@ impl Controller {
             .service::<dsh_token_meter::TokenMeter>()
             .unwrap_or_default();
         let (command_tx, command_rx) = mpsc::unbounded_channel();
+        let references = session
+            .agent
+            .scope()
+            .service::<dsh_references::FileReferences>()
+            .unwrap_or_default();
         let models = factory.models();
         let mut controller = Self {
             dirty: true,
@@ -162,7 +206,7 @@ impl Controller {
             session,
             approval,
             approvals,
-            files: None,
+            references,
             last_ctrl_c: None,
             quit: false,
             page: 20,
@@ -539,10 +583,17 @@ impl Controller {
                 true
             }
             KeyCode::Tab | KeyCode::Enter => {
-                if let Some(item) = completion.items.get(completion.selected).cloned() {
-                    self.state.editor.complete_at(&item);
-                }
+                let token = completion.token.clone();
+                let Some(item) = completion.items.get(completion.selected).cloned() else {
+                    self.state.completion = None;
+                    return false;
+                };
                 self.state.completion = None;
+                if key.code == KeyCode::Enter && mention_is(&item, &token) {
+                    // The token is already complete: Enter sends.
+                    return false;
+                }
+                self.apply_mention(&token, &item);
                 true
             }
             KeyCode::Esc => {
@@ -553,22 +604,51 @@ impl Controller {
         }
     }
 
+    /// `@path` candidates for the token before the cursor (context-spec §3: the session cwd is
+    /// the root, listing or fuzzy ranking, symlinks never followed). Tab with one candidate
+    /// takes it.
     fn update_completion(&mut self, explicit: bool) {
-        let Some(prefix) = self.state.editor.at_token() else {
+        let editor = &self.state.editor;
+        let Some(token) = dsh_references::active_at_token(editor.current_line(), editor.cursor().1)
+        else {
             self.state.completion = None;
             return;
         };
-        let cwd = self.cwd.clone();
-        let files = self
-            .files
-            .get_or_insert_with(|| input::workspace_files(&cwd, MAX_COMPLETION_FILES));
-        let items = input::complete(files, &prefix, COMPLETION_ITEMS);
+        let candidates = self
+            .references
+            .list(self.session.agent.log(), &self.cwd, &token.query);
+        let items: Vec<String> = candidates
+            .iter()
+            .filter_map(|candidate| dsh_references::format_file_mention(candidate, token.quoted))
+            .take(COMPLETION_ITEMS)
+            .collect();
         if explicit && items.len() == 1 {
-            self.state.editor.complete_at(&items[0]);
-            self.state.completion = None;
+            self.apply_mention(&token.prefix, &items[0]);
             return;
         }
-        self.state.completion = (!items.is_empty()).then_some(Completion { items, selected: 0 });
+        self.state.completion = (!items.is_empty()).then(|| Completion {
+            items,
+            selected: 0,
+            token: token.prefix,
+        });
+    }
+
+    /// Puts a chosen mention in place of the token. A file mention ends with a space (it is
+    /// complete); a folder keeps completing inside it.
+    fn apply_mention(&mut self, token: &str, mention: &str) {
+        let folder = mention.ends_with('/');
+        let text = if folder {
+            mention.to_owned()
+        } else {
+            format!("{mention} ")
+        };
+        self.state
+            .editor
+            .replace_before_cursor(token.chars().count(), &text);
+        self.state.completion = None;
+        if folder {
+            self.update_completion(false);
+        }
     }
 
     /// Sends `text` as a prompt (as if typed and entered).
@@ -605,7 +685,11 @@ impl Controller {
             self.command(command);
             return;
         }
-        if let Err(error) = self.session.agent.followup(Message::user_text(text)) {
+        let images = self.mentioned_images(trimmed);
+        let mut content = vec![dsh_protocol::ContentBlock::text(text)];
+        content.extend(images);
+        let message = Message::user(content, dsh_protocol::MessageSource::user());
+        if let Err(error) = self.session.agent.followup(message) {
             self.state
                 .transcript
                 .notice(NoticeLevel::Error, format!("could not send: {error}"));
@@ -661,6 +745,30 @@ impl Controller {
             Ok(None) => self.error(format!("unknown command: {line}")),
             Err(error) => self.error(format!("command failed: {error}")),
         }
+    }
+
+    /// Images the prompt mentions by path, attached when the session's model takes images (the
+    /// path stays in the text either way).
+    fn mentioned_images(&mut self, text: &str) -> Vec<dsh_protocol::ContentBlock> {
+        let mut blocks = Vec::new();
+        for mention in mentioned_paths(text) {
+            let path = self.cwd.join(&mention);
+            let is_image = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                ["png", "jpg", "jpeg", "webp", "gif"].contains(&e.to_lowercase().as_str())
+            });
+            if !is_image || !path.is_file() {
+                continue;
+            }
+            match self
+                .factory
+                .attach_image(&self.session.agent, &self.state.model, &path)
+            {
+                Ok(Some(block)) => blocks.push(block),
+                Ok(None) => {}
+                Err(error) => self.error(format!("cannot attach {mention}: {error:#}")),
+            }
+        }
+        blocks
     }
 
     fn info(&mut self, text: impl Into<String>) {
@@ -749,4 +857,18 @@ fn attach(
 /// skips the overlap by seq).
 fn replay(session: &Session) -> Transcript {
     Transcript::from_events(session.agent.log().events().iter(), &session.presenters)
+}
+
+#[cfg(test)]
+mod mention_tests {
+    use super::mentioned_paths;
+
+    #[test]
+    fn mentions_are_found_plain_and_quoted_but_not_inside_words() {
+        assert_eq!(
+            mentioned_paths("see @a.png and @\"my dir/b c.png\" but not me@x.com @"),
+            ["a.png", "my dir/b c.png"]
+        );
+        assert_eq!(mentioned_paths("@first then\n@second"), ["first", "second"]);
+    }
 }

@@ -20,6 +20,8 @@ pub struct Overlay {
 pub struct Completion {
     pub items: Vec<String>,
     pub selected: usize,
+    /// The `@…` text before the cursor a choice replaces.
+    pub token: String,
 }
 
 /// One line of the command palette: what it shows and what choosing it puts in the input.

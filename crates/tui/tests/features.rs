@@ -307,3 +307,72 @@ async fn cards_show_todos_descriptions_and_failures_without_fences() {
     assert!(shown.contains("✗ $ true"), "{shown}");
     assert!(!shown.contains("```"), "no raw fences: {shown}");
 }
+
+fn user_texts(ui: &Controller) -> Vec<String> {
+    ui.state
+        .transcript
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::User(text) => Some(text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn at_paths_complete_as_the_context_spec_says_and_enter_on_a_complete_one_sends() {
+    let dir = common::workspace("at-paths");
+    let factory = TestFactory::new(&dir);
+    let ws = &factory.workspace;
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::create_dir_all(ws.join("my dir")).unwrap();
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(ws.join("src/domain.rs"), "\n").unwrap();
+    std::fs::write(ws.join("my dir/notes.txt"), "n\n").unwrap();
+    std::fs::write(ws.join(".hidden"), "h\n").unwrap();
+    factory.adapter.push_chunks(text_response("read it"));
+    factory.adapter.push_chunks(text_response("again"));
+    let mut ui = controller(&factory, Start::New);
+
+    // Fuzzy: the basename prefix ranks first; an `@` inside a word is no token.
+    type_text(&mut ui, "mail me@ma");
+    assert!(ui.state.completion.is_none());
+    ui.state.editor.clear();
+    type_text(&mut ui, "see @main");
+    let items = ui.state.completion.clone().unwrap().items;
+    assert_eq!(items[0], "@src/main.rs", "{items:?}");
+    assert!(!items.iter().any(|i| i.contains(".hidden")));
+    // Enter on a partial token completes it (a file gets a closing space)…
+    ui.on_key(key(KeyCode::Enter));
+    assert_eq!(ui.state.editor.text(), "see @src/main.rs ");
+    assert!(ui.state.completion.is_none());
+
+    // …a folder with a space is quoted and keeps completing inside…
+    type_text(&mut ui, "and @my");
+    ui.on_key(key(KeyCode::Tab));
+    assert_eq!(ui.state.editor.text(), "see @src/main.rs and @\"my dir/");
+    let inside = ui.state.completion.clone().unwrap().items;
+    assert_eq!(inside, ["@\"my dir/notes.txt\""]);
+    ui.on_key(key(KeyCode::Tab));
+    assert_eq!(
+        ui.state.editor.text(),
+        "see @src/main.rs and @\"my dir/notes.txt\" "
+    );
+
+    // …and Enter on a token that is already complete sends the prompt.
+    type_text(&mut ui, "@src/main.rs");
+    assert!(ui.state.completion.is_some());
+    ui.on_key(key(KeyCode::Enter));
+    until(&mut ui, "the turn to end", |c| {
+        idle(c) && !user_texts(c).is_empty()
+    })
+    .await;
+    assert_eq!(
+        user_texts(&ui),
+        ["see @src/main.rs and @\"my dir/notes.txt\" @src/main.rs"]
+    );
+    // Path-only: the file's content is never attached or sent.
+    let sent = serde_json::to_string(&factory.adapter.requests()[0].messages).unwrap();
+    assert!(!sent.contains("fn main()"), "{sent}");
+}
