@@ -626,7 +626,7 @@ impl Controller {
             self.apply_mention(&token.prefix, &items[0]);
             return;
         }
-        self.state.completion = (!items.is_empty()).then(|| Completion {
+        self.state.completion = (!items.is_empty()).then_some(Completion {
             items,
             selected: 0,
             token: token.prefix,
