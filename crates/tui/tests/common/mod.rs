@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod pty;
+
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
