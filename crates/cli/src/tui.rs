@@ -20,7 +20,7 @@ pub struct TuiArgs {
 
 pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     if !dsh_tui::is_interactive() {
-        eprintln!("{}", dsh_tui::NOT_A_TERMINAL);
+        note!("{}", dsh_tui::NOT_A_TERMINAL);
         return Ok(ExitCode::from(2));
     }
     let cwd = crate::exec::checked_cwd(args.cwd)?;
@@ -31,7 +31,12 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     let config = crate::host::load(&cwd, &overrides)?;
     // Asked before the UI takes the terminal over; a yes applies the project layer whole.
     crate::trust::ask_once(&config.home, config.project.as_ref())?;
-    let start = args.start;
+    let start = match args.start {
+        dsh_tui::Start::Resume(Some(id)) => {
+            dsh_tui::Start::Resume(Some(crate::sessions::resolve_id(&id)?))
+        }
+        other => other,
+    };
     let prompt = args.prompt;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -75,6 +75,20 @@ pub fn write_lines(out: &mut impl Write, lines: &[Line<'_>]) -> io::Result<()> {
     Ok(())
 }
 
+/// A line of transcript text (for callers without a ratatui dependency).
+pub type PlainLine = Line<'static>;
+
+/// Writes lines as plain text (no terminal sequences): for a file or a pipe.
+pub fn write_plain(out: &mut impl Write, lines: &[Line<'_>]) -> io::Result<()> {
+    for line in lines {
+        for span in &line.spans {
+            out.write_all(span.content.as_bytes())?;
+        }
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
 /// The whole transcript at `width`, then the resume hint when the session was stored.
 pub fn print(out: &mut impl Write, controller: &Controller, width: usize) -> io::Result<()> {
     let lines = crate::view::transcript_lines(&controller.state, width.max(20));

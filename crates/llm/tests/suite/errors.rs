@@ -166,7 +166,9 @@ fn a_malformed_base_url_fails_when_the_adapter_is_built() {
         let error = dsh_llm::DeepSeekAdapter::new(config).unwrap_err();
         assert_eq!(
             error.to_string(),
-            format!("invalid model adapter configuration: base_url `{url}` is not a valid http(s) URL: {why}")
+            format!(
+                "invalid model adapter configuration: base_url `{url}` is not a valid http(s) URL: {why}"
+            )
         );
     }
 }
