@@ -247,6 +247,36 @@ impl AgentHandle {
         &self.inner.log
     }
 
+    /// The provider route this agent was built with.
+    pub fn provider(&self) -> &str {
+        &self.inner.provider
+    }
+
+    /// The model this agent was built with.
+    pub fn model(&self) -> &str {
+        &self.inner.model
+    }
+
+    /// The explicit `maxTokens` it was built with (`None` = adapter default).
+    pub fn max_tokens(&self) -> Option<u64> {
+        self.inner.max_tokens
+    }
+
+    /// The working directory (the `cwd` prompt variable), if any.
+    pub fn cwd(&self) -> Option<&str> {
+        self.inner.cwd.as_deref()
+    }
+
+    /// `true` when both handles address the same agent.
+    pub fn same(&self, other: &AgentHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// `true` once disposal has begun (later sends fail).
+    pub fn is_disposing(&self) -> bool {
+        lock(&self.inner.state).disposing
+    }
+
     pub fn hooks(&self) -> &Arc<AgentHooks> {
         &self.inner.hooks
     }
