@@ -214,9 +214,9 @@ impl Subagents {
             .ok_or_else(|| SubagentError::coded(code::CONTINUATION_UNAVAILABLE, UNAVAILABLE))
     }
 
-    /// Whether continuable children are available (the host has persistence).
+    /// Whether continuable children can start (the host has persistence).
     pub fn continuable_available(&self) -> bool {
-        self.manager.is_some()
+        self.manager.is_some() && self.runtime.host.persistence().is_some()
     }
 
     /// Admission: closed by `drain()`, or below a parent whose descendants are draining.

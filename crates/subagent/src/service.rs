@@ -129,12 +129,12 @@ impl std::fmt::Debug for Subagents {
 }
 
 impl Subagents {
-    /// The service over `runtime`. Continuable operations exist when the host has persistence.
+    /// The service over `runtime`. The continuable operations exist because the agent
+    /// directory always does; starting a child still needs the host's persistence.
     pub fn new(runtime: Arc<ChildRuntime>) -> Arc<Self> {
-        let persistent = runtime.host.persistence().is_some();
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
-            manager: persistent.then(Manager::default),
+            manager: Some(Manager::default()),
             runtime,
             providers: Mutex::default(),
             listeners: Mutex::default(),

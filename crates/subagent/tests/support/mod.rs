@@ -425,3 +425,56 @@ pub async fn prompt(agent: &AgentHandle, text: &str) {
 pub fn call(id: &str, name: &str, args: Value) -> Vec<StreamChunk> {
     tool_call_response(id, name, &args.to_string(), None)
 }
+
+/// Named latches a test opens; the global `gate` tool waits on one (`{"name": …}`).
+#[derive(Default)]
+pub struct Gates {
+    open: Mutex<std::collections::HashSet<String>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Gates {
+    pub fn open(&self, name: &str) {
+        self.open.lock().unwrap().insert(name.to_owned());
+        self.changed.notify_waiters();
+    }
+
+    pub async fn wait(&self, name: &str) {
+        loop {
+            let changed = self.changed.notified();
+            if self.open.lock().unwrap().contains(name) {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Rig {
+    /// Registers the global `gate` tool (concurrency-safe, so it never blocks siblings).
+    pub fn gates(&self) -> Arc<Gates> {
+        let gates = Arc::new(Gates::default());
+        let waiting = gates.clone();
+        let definition = dsh_tools::Tool::builder("gate")
+            .description("Waits until the named gate opens.")
+            .author_parameters(&serde_json::json!({"name": {"type": "string", "required": true}}))
+            .raw_output(serde_json::json!({"type": "string"}), |_, v| {
+                Ok(vec![ContentBlock::text(v.as_str().unwrap_or_default())])
+            })
+            .run(move |args: Value, run: dsh_tools::ToolRun| {
+                let gates = waiting.clone();
+                async move {
+                    let name = args["name"].as_str().unwrap_or_default().to_owned();
+                    tokio::select! {
+                        () = gates.wait(&name) => {}
+                        () = run.signal().cancelled() => return Err(dsh_tools::ToolError::aborted()),
+                    }
+                    Ok::<_, dsh_tools::ToolError>(Value::String(format!("gate {name} open")))
+                }
+            })
+            .build()
+            .unwrap();
+        self.tools.register(&self.root, definition).unwrap();
+        gates
+    }
+}
