@@ -150,6 +150,10 @@ impl Subagents {
         let service = Self::new(runtime);
         scope.provide(service.clone())?;
         scope.provide(directory)?;
+        if let Some(projections) = scope.service::<crate::listing::SessionProjections>() {
+            projections.register_unit("subagent", 2);
+            projections.register_unit("subagentTiming", 2);
+        }
         let weak = Arc::downgrade(&service);
         scope.defer(move || {
             if let Some(service) = weak.upgrade() {

@@ -356,7 +356,7 @@ async fn a_failure_before_acceptance_leaves_nothing_behind() {
 async fn without_persistence_continuable_start_fails() {
     let rig = Rig::with(Options {
         persist: false,
-        approval: true,
+        ..Options::default()
     });
     continuable(&rig);
     rig.script("P-NOPERSIST", vec![start("C-X"), text_response("ok")]);

@@ -132,6 +132,7 @@ pub fn prompt_for(policy: &DelegatedPolicy) -> PromptConfig {
 pub struct Options {
     pub persist: bool,
     pub approval: bool,
+    pub projections: bool,
 }
 
 impl Default for Options {
@@ -139,6 +140,7 @@ impl Default for Options {
         Self {
             persist: true,
             approval: true,
+            projections: true,
         }
     }
 }
@@ -195,10 +197,12 @@ impl Rig {
             Some(prompts.clone()),
             options.approval,
         );
+        if options.projections {
+            plugin
+                .provide(Arc::new(SessionProjections::default()))
+                .unwrap();
+        }
         let subagents = Subagents::install(&plugin, runtime.clone()).unwrap();
-        plugin
-            .provide(Arc::new(SessionProjections::default()))
-            .unwrap();
         subagents
             .register_provider(&plugin, InProcessProvider::spawn("spawn", runtime.clone()))
             .unwrap();
