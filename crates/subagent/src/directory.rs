@@ -105,3 +105,21 @@ impl AgentDirectory {
         self.len() == 0
     }
 }
+
+/// The user-questions seam's view (hooks-and-tools-spec §C.2): a known agent owned by another
+/// live agent is `Delegated`; a stale handle under a known id is `NotLive`; an agent this
+/// directory never saw (a host that registers only children) is a root.
+impl dsh_user_questions::AgentDirectory for AgentDirectory {
+    fn standing(&self, caller: &dsh_user_questions::Caller) -> dsh_user_questions::CallerStanding {
+        use dsh_user_questions::CallerStanding;
+        let known = crate::lock(&self.entries)
+            .get(&caller.agent_id)
+            .map(|e| e.handle.scope() == &caller.scope);
+        match known {
+            None => CallerStanding::Root,
+            Some(false) => CallerStanding::NotLive,
+            Some(true) if self.owner_of(&caller.agent_id).is_some() => CallerStanding::Delegated,
+            Some(true) => CallerStanding::Root,
+        }
+    }
+}

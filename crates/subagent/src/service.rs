@@ -149,7 +149,8 @@ impl Subagents {
         let directory = runtime.directory.clone();
         let service = Self::new(runtime);
         scope.provide(service.clone())?;
-        scope.provide(directory)?;
+        scope.provide(directory.clone())?;
+        scope.provide::<dyn dsh_user_questions::AgentDirectory>(directory)?;
         if let Some(projections) = scope.service::<crate::listing::SessionProjections>() {
             projections.register_unit("subagent", 2);
             projections.register_unit("subagentTiming", 2);

@@ -835,3 +835,77 @@ async fn background_one_shot_children_are_jobs() {
     assert_eq!(long.status, dsh_tool_shell::jobs::JobStatus::Failed);
     assert_eq!(long.detail.as_deref(), Some("max-tokens"));
 }
+
+/// A tool that asks the user through the user-questions seam, as `ask_user_question` does.
+fn install_ask_tool(rig: &Rig) {
+    let definition = dsh_tools::Tool::builder("ask")
+        .description("asks the user")
+        .raw_output(json!({"type": "string"}), |_, v| {
+            Ok(vec![ContentBlock::text(v.as_str().unwrap_or_default())])
+        })
+        .run(|_: Value, run: dsh_tools::ToolRun| async move {
+            let agent = run.agent().unwrap();
+            let questions = dsh_user_questions::UserQuestions::for_scope(agent.scope()).unwrap();
+            let answers = questions
+                .ask(dsh_user_questions::QuestionRequest {
+                    questions: vec![dsh_user_questions::Question {
+                        id: "q".into(),
+                        question: "Which way?".into(),
+                        header: None,
+                        detail: None,
+                        options: None,
+                        multi_select: None,
+                        intent: None,
+                    }],
+                    caller: Some(dsh_user_questions::Caller {
+                        agent_id: agent.id().to_owned(),
+                        scope: agent.scope().clone(),
+                    }),
+                    signal: run.signal().clone(),
+                })
+                .await
+                .map_err(|e| dsh_tools::ToolError::new(e.message))?;
+            Ok::<_, dsh_tools::ToolError>(answers.to_json())
+        })
+        .build()
+        .unwrap();
+    rig.tools.register(&rig.root, definition).unwrap();
+}
+
+#[tokio::test]
+async fn a_one_shot_child_cannot_ask_the_user() {
+    let rig = Rig::new();
+    dsh_user_questions::UserQuestions::install(&rig.root).unwrap();
+    install_ask_tool(&rig);
+    rig.tool(json!({"provider": "spawn"})).unwrap();
+    rig.script(
+        "P-ASK",
+        vec![
+            call(
+                "c",
+                "subagent",
+                json!({"description": "a", "prompt": "C-ASK"}),
+            ),
+            text_response("parent done"),
+        ],
+    );
+    rig.script(
+        "C-ASK",
+        vec![
+            call("q", "ask", json!({})),
+            text_response("I need a decision: which way?"),
+        ],
+    );
+    let parent = rig.parent();
+    prompt(&parent, "P-ASK").await;
+    // Checklist 69: the exact DELEGATED_CALLER text, and the parent is never blocked.
+    let child = &rig.child_logs()[0];
+    assert_eq!(
+        tool_results(&child.events),
+        vec![(format!("Error: {}", dsh_user_questions::DELEGATED), true)]
+    );
+    assert_eq!(
+        tool_results(&parent.log().events()),
+        vec![("I need a decision: which way?".to_owned(), false)]
+    );
+}
