@@ -16,6 +16,7 @@ mod depth;
 mod descriptor;
 mod directory;
 mod error;
+pub mod fixtures;
 mod host;
 mod inprocess;
 mod listing;

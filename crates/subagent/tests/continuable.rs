@@ -1022,3 +1022,45 @@ async fn report_is_absent_from_roots_and_one_shot_children() {
     assert!(!names(&parent_model.requests()[0]).contains(&"report".to_owned()));
     assert!(!names(&child_model.requests()[0]).contains(&"report".to_owned()));
 }
+
+#[tokio::test]
+async fn the_report_fence_delivers_report_and_notice_to_the_spawn_turn() {
+    let rig = Rig::new();
+    continuable(&rig);
+    rig.control_tools(Default::default());
+    dsh_subagent::fixtures::install_report_fence(&rig.hooks, &rig.root);
+    rig.script(
+        "P-FENCE",
+        vec![
+            start("C-FENCE Call the report tool"),
+            text_response("STARTED"),
+            text_response("SUBAGENT_SETTLED_NOTED"),
+        ],
+    );
+    rig.script(
+        "C-FENCE",
+        vec![
+            call("r", "report", json!({"output": "CHILD_REPORT_OK"})),
+            text_response("Reported."),
+        ],
+    );
+    let parent_model = rig.model.route("P-FENCE");
+    let parent = rig.parent();
+    prompt(&parent, "P-FENCE go").await;
+    // The prompt's turn only ends once the settlement notice is in: report and notice are
+    // entered together in its third step.
+    assert_eq!(parent.log().turn_state().last_turn, 1);
+    let requests = parent_model.requests();
+    assert_eq!(requests.len(), 3);
+    let kinds: Vec<String> = requests[2]
+        .messages
+        .iter()
+        .map(|m| m.source.kind().to_owned())
+        .filter(|k| k.starts_with("subagent-"))
+        .collect();
+    assert_eq!(kinds, vec!["subagent-report", "subagent-settled"]);
+    assert_eq!(
+        tool_results(&parent.log().events())[0].0,
+        format!("started subagent {}", rig.child_logs()[0].header.id)
+    );
+}
