@@ -151,7 +151,7 @@ async fn the_acp_provider_runs_dsh_acp_as_a_child() {
         "no child process is left"
     );
     // The child's own session lives in the child's home, not as a local subagent session.
-    let store = dsh_session::SessionStore::new(home.path());
+    let store = dsh_session::JsonlStore::new(home.path());
     let sessions = store.list().unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0].parent_session, None);

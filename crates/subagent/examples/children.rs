@@ -26,6 +26,7 @@ use dsh_llm::ModelAdapter;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_session::CreateOptions;
+use dsh_session::JsonlStore;
 use dsh_session::SessionStore;
 use dsh_subagent::AgentDirectory;
 use dsh_subagent::BasicChildHost;
@@ -118,7 +119,7 @@ struct Rig {
     _home: tempfile::TempDir,
     root: Scope,
     tools: Arc<ToolRegistry>,
-    store: SessionStore,
+    store: Arc<dyn SessionStore>,
     directory: Arc<AgentDirectory>,
     subagents: Arc<Subagents>,
     cwd: std::path::PathBuf,
@@ -146,7 +147,7 @@ fn rig(adapter: Arc<dyn ModelAdapter>, persist: bool) -> Rig {
         .build()
         .unwrap();
     tools.register(&root, note).unwrap();
-    let store = SessionStore::new(home.path().join("dsh"));
+    let store: Arc<dyn SessionStore> = Arc::new(JsonlStore::new(home.path().join("dsh")));
     let plugin = root.child(ScopeKind::Plugin, "subagent").unwrap();
     let host = Arc::new(BasicChildHost {
         store: persist.then(|| store.clone()),
@@ -353,7 +354,7 @@ async fn start_cost(persist: bool) {
 /// bounds a persisted child's start from below.
 fn store_baseline() {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let cwd = home.path().to_path_buf();
     let mut samples = Vec::with_capacity(START_SAMPLES);
     let mut logs = Vec::with_capacity(START_SAMPLES);

@@ -327,7 +327,7 @@ impl Subagents {
         if self.runtime.directory.get(&id).is_some() {
             return Err(duplicate());
         }
-        if reserved && store.find(&id).ok().flatten().is_some() {
+        if reserved && store.load(&id).is_ok() {
             return Err(duplicate());
         }
         let prefix_len = prepared.seed.as_ref().map(|p| p.len() as u64);

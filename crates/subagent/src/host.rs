@@ -88,7 +88,7 @@ pub type ChildSetup = Box<dyn FnOnce(&AgentHandle) -> Result<(), SubagentError> 
 pub trait ChildHost: Send + Sync + 'static {
     /// The session store children persist in; `None` = in-memory children and no continuable
     /// mode.
-    fn persistence(&self) -> Option<SessionStore>;
+    fn persistence(&self) -> Option<Arc<dyn SessionStore>>;
 
     /// Builds the child's log and agent, runs `setup`, and returns the agent idle.
     fn build(
@@ -133,7 +133,7 @@ impl ApprovalService for NeverApprove {
 /// A complete [`ChildHost`]: the store (or none), one adapter per provider name, the shared
 /// registry and a prompt template.
 pub struct BasicChildHost {
-    pub store: Option<SessionStore>,
+    pub store: Option<Arc<dyn SessionStore>>,
     pub adapters: AdapterFor,
     pub default_provider: String,
     pub default_model: String,
@@ -244,7 +244,7 @@ impl BasicChildHost {
 }
 
 impl ChildHost for BasicChildHost {
-    fn persistence(&self) -> Option<SessionStore> {
+    fn persistence(&self) -> Option<Arc<dyn SessionStore>> {
         self.store.clone()
     }
 

@@ -97,7 +97,7 @@ pub use provider::SubagentRun;
 pub use runtime::ChildRuntime;
 pub use runtime::DELEGATION_CONTEXT;
 pub use runtime::DELEGATION_CONTEXT_NAME;
-pub use runtime::DELEGATION_CONTEXT_ORDER;
+pub use runtime::DELEGATION_CONTEXT_SLOT;
 pub use runtime::completed_turn_prefix;
 pub use service::ContinuableSetupFn;
 pub use service::ProviderChange;

@@ -157,7 +157,7 @@ impl Subagents {
         if let Some(store) = self.runtime.host.persistence() {
             match store.headers() {
                 Ok(headers) => {
-                    for (header, _) in headers {
+                    for header in headers {
                         corpus.insert(header.id.clone(), Node { header, live: None });
                     }
                 }
@@ -308,7 +308,7 @@ struct Candidate {
 }
 
 async fn row_for(
-    store: Option<dsh_session::SessionStore>,
+    store: Option<Arc<dyn dsh_session::SessionStore>>,
     candidate: Candidate,
 ) -> Option<ListRow> {
     let Candidate {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use dsh_agent::AgentHandle;
 use dsh_agent::PromptRegistry;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_kernel::Scope;
 use dsh_session::Event;
 use dsh_session::SessionLog;
@@ -20,9 +21,10 @@ use crate::error::SubagentError;
 use crate::host::ChildHost;
 use crate::host::DelegatedPolicy;
 
-/// Name and order of the runtime-context statement every in-process child gets.
+/// Name of the runtime-context statement every in-process child gets.
 pub const DELEGATION_CONTEXT_NAME: &str = "subagent:delegation";
-pub const DELEGATION_CONTEXT_ORDER: f64 = 120.0;
+/// Its slot: the environment band, after the sandbox and approval statements.
+pub const DELEGATION_CONTEXT_SLOT: Slot = Slot::Environment;
 /// `SUBAGENT_DELEGATION_CONTEXT` (the source constant; it reaches the child's log verbatim).
 pub const DELEGATION_CONTEXT: &str = "You are a delegated subagent: your permission scope was fixed when you were started and cannot be widened from inside this session — operations that require approval are rejected automatically. When the task needs access beyond that scope, do not retry the denied operation; state the limitation in your reply so the delegating agent can handle it.";
 /// The persona shadow section (order 0).
@@ -144,12 +146,15 @@ impl ChildRuntime {
                     scope,
                     Section::new(
                         DELEGATION_CONTEXT_NAME,
-                        DELEGATION_CONTEXT_ORDER,
+                        DELEGATION_CONTEXT_SLOT,
                         DELEGATION_CONTEXT,
                     ),
                 );
                 if let Some(persona) = persona {
-                    prompts.register_section(scope, Section::new(PERSONA_SECTION, 0.0, persona));
+                    prompts.register_section(
+                        scope,
+                        Section::new(PERSONA_SECTION, Slot::Persona, persona),
+                    );
                 }
             }
             None => tracing::warn!(
@@ -169,7 +174,7 @@ impl ChildRuntime {
                     .collect();
                 for (tool, section) in sections {
                     if self.tools.get(&tool, Some(scope)).is_none() {
-                        prompts.register_section(scope, Section::new(section, 0.0, ""));
+                        prompts.register_section(scope, Section::new(section, Slot::Tools, ""));
                     }
                 }
             }

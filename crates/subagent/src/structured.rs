@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_protocol::ContentBlock;
 use dsh_tools::ExecutionToken;
 use dsh_tools::RUN_CODE;
@@ -22,7 +23,6 @@ use crate::runtime::ChildRuntime;
 pub const STRUCTURED_OUTPUT: &str = "structured_output";
 pub const RECORDED_TEXT: &str = "Structured output recorded.";
 const SECTION_NAME: &str = "tool:structured_output";
-const SECTION_ORDER: f64 = 190.0;
 const DESCRIPTION: &str = "Record the final structured result of this task. Call it exactly once, when the work is complete; the arguments must match the schema.";
 const SECTION_TEXT: &str = "When you have the final answer, you must call `structured_output` with arguments that match its schema. A plain text answer does not count as the result.";
 
@@ -119,10 +119,7 @@ pub fn install(
         guarding.closed().then(|| already_recorded(exec.name()))
     });
     if let Some(prompts) = &runtime.prompts {
-        prompts.register_section(
-            scope,
-            Section::new(SECTION_NAME, SECTION_ORDER, SECTION_TEXT),
-        );
+        prompts.register_section(scope, Section::new(SECTION_NAME, Slot::Tools, SECTION_TEXT));
     }
     Ok(capture)
 }

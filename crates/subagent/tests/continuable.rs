@@ -338,14 +338,7 @@ async fn a_failure_before_acceptance_leaves_nothing_behind() {
     assert!(error.message.contains("no_such_tool"), "{error}");
     // Checklist 37: no live agent, no session, no notice.
     assert!(rig.directory.get("reserved-child").is_none());
-    assert!(
-        rig.store
-            .as_ref()
-            .unwrap()
-            .find("reserved-child")
-            .unwrap()
-            .is_none()
-    );
+    assert!(rig.store.as_ref().unwrap().load("reserved-child").is_err());
     assert!(rig.subagents.resident().is_empty());
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(user_messages(&parent.log().events(), "subagent-settled").is_empty());

@@ -129,7 +129,7 @@ async fn unreadable_and_malformed_children_are_diagnostics() {
     stored_child(&rig, "torn", "p", Some(continuable("broken later")));
     // Its directory no longer matches its id: the header is listed, the log cannot be opened.
     let store = rig.store.as_ref().unwrap();
-    let path: PathBuf = store.find("torn").unwrap().unwrap();
+    let path: PathBuf = store.load("torn").unwrap().path;
     let dir = path.parent().unwrap();
     std::fs::rename(dir, dir.with_file_name("moved-away")).unwrap();
     list(&rig, "P-DIAG", json!({}));
@@ -300,7 +300,7 @@ async fn after_a_crash_notices_are_restored_and_children_repaired() {
     // "Crash": the disk as it is now, opened by a fresh process.
     let crashed = tempfile::tempdir().unwrap();
     copy_dir(&rig.dir.path().join("home"), crashed.path());
-    let store = dsh_session::SessionStore::new(crashed.path());
+    let store = dsh_session::JsonlStore::new(crashed.path());
     // Checklist 85, parent: the durable but unclaimed notice is restored on resume.
     let resumed = store.resume(parent.id()).unwrap();
     let inbox_kinds: Vec<String> = {

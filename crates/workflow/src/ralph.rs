@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use dsh_agent::PromptRegistry;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_tools::Tool;
@@ -211,7 +212,7 @@ pub fn install(
         .register(scope, definition)
         .map_err(|e| ToolError::new(e.to_string()))?;
     if let Some(prompts) = prompts {
-        prompts.register_section(scope, Section::new("tool:ralph", 116.0, SECTION));
+        prompts.register_section(scope, Section::new("tool:ralph", Slot::Tools, SECTION));
     }
     Ok(())
 }

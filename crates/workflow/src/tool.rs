@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use dsh_agent::AgentHandle;
 use dsh_agent::PromptRegistry;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_session::SessionLog;
@@ -200,7 +201,7 @@ pub fn install(
     if let Some(prompts) = prompts {
         prompts.register_section(
             scope,
-            Section::new(format!("tool:{}", config.tool_name), 115.0, SECTION),
+            Section::new(format!("tool:{}", config.tool_name), Slot::Tools, SECTION),
         );
     }
     Ok(())

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_tools::Tool;
@@ -390,7 +391,7 @@ pub fn install_report(
                 .register(child_scope, definition)
                 .map_err(register_err)?;
             if let Some(prompts) = &subagents.runtime().prompts {
-                prompts.register_section(child_scope, Section::new("tool:report", 117.0, REPORT_SECTION));
+                prompts.register_section(child_scope, Section::new("tool:report", Slot::Tools, REPORT_SECTION));
             }
             Ok(())
         }),

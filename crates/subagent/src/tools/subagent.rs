@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_kernel::Scope;
 use dsh_kernel::ScopeKind;
 use dsh_protocol::ContentBlock;
@@ -129,7 +130,6 @@ pub const RUN_IN_BACKGROUND_DISABLED: &str =
     "run_in_background is disabled for this tool instance (enableRunInBackground: false)";
 pub const JOBS_UNAVAILABLE: &str =
     "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs";
-const SECTION_ORDER: f64 = 116.5;
 
 fn validate(config: SubagentToolConfig) -> Result<Settings, SubagentError> {
     let max_depth = match &config.max_depth {
@@ -412,10 +412,7 @@ fn mount_into(
         && let Some(prompts) = &runtime.prompts
     {
         let name = format!("tool:{}", settings.tool_name);
-        prompts.register_section(
-            scope,
-            Section::new(name.clone(), SECTION_ORDER, SECTION_TEXT),
-        );
+        prompts.register_section(scope, Section::new(name.clone(), Slot::Tools, SECTION_TEXT));
         runtime.note_tool_section(scope, &settings.tool_name, &name);
     }
     Ok(())

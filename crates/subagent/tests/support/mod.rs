@@ -28,6 +28,7 @@ use dsh_protocol::Role;
 use dsh_protocol::StreamChunk;
 use dsh_session::CreateOptions;
 use dsh_session::Event;
+use dsh_session::JsonlStore;
 use dsh_session::SessionStore;
 use dsh_subagent::AgentDirectory;
 use dsh_subagent::BasicChildHost;
@@ -122,8 +123,12 @@ pub fn prompt_for(policy: &DelegatedPolicy) -> PromptConfig {
     PromptConfig {
         persona: "You are the deployment persona.".into(),
         contexts: vec![
-            Section::new("sandbox:policy", 110.0, sandbox),
-            Section::new("approval:policy", 115.0, approval),
+            Section::new("sandbox:policy", dsh_agent::prompt::Slot::Sandbox, sandbox),
+            Section::new(
+                "approval:policy",
+                dsh_agent::prompt::Slot::Approval,
+                approval,
+            ),
         ],
         ..PromptConfig::default()
     }
@@ -153,7 +158,7 @@ pub struct Rig {
     pub tools: Arc<ToolRegistry>,
     pub hooks: Arc<AgentHooks>,
     pub prompts: Arc<PromptRegistry>,
-    pub store: Option<SessionStore>,
+    pub store: Option<Arc<dyn SessionStore>>,
     pub model: Arc<Router>,
     pub directory: Arc<AgentDirectory>,
     pub subagents: Arc<Subagents>,
@@ -175,7 +180,7 @@ impl Rig {
         root.provide(prompts.clone()).unwrap();
         let store = options
             .persist
-            .then(|| SessionStore::new(dir.path().join("home")));
+            .then(|| Arc::new(JsonlStore::new(dir.path().join("home"))) as Arc<dyn SessionStore>);
         let model = Arc::new(Router::default());
         let adapter: Arc<dyn ModelAdapter> = model.clone();
         let host = Arc::new(BasicChildHost {
@@ -298,8 +303,8 @@ impl Rig {
             .headers()
             .unwrap()
             .into_iter()
-            .filter(|(h, _)| h.origin.as_deref() == Some("subagent"))
-            .map(|(h, _)| store.load(&h.id).unwrap())
+            .filter(|h| h.origin.as_deref() == Some("subagent"))
+            .map(|h| store.load(&h.id).unwrap())
             .collect();
         out.sort_by_key(|l| (l.header.created_at, l.header.id.clone()));
         out
