@@ -549,7 +549,13 @@ impl AgentHandle {
                 agent: self.inner.id.clone(),
                 status: AgentStatus::Idle,
             });
-            self.inner.idle.send_replace(true);
+            // Decided under the lock: a send that woke the agent, or a maintenance phase begun,
+            // since the phase went idle (from a status listener or another thread) must not be
+            // reported idle.
+            let state = lock(&self.inner.state);
+            if matches!(state.phase, Phase::Idle) {
+                self.inner.idle.send_replace(true);
+            }
         }
         next
     }

@@ -26,5 +26,8 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_tool_shell::BashPlugin>(),
         PluginSpec::of::<dsh_tool_fs::FsPlugin>(),
         PluginSpec::of::<dsh_mcp::McpPlugin>(),
+        PluginSpec::of::<dsh_subagent::SubagentPlugin>(),
+        PluginSpec::of::<dsh_workflow::WorkflowPlugin>(),
+        PluginSpec::of::<dsh_subagent_remote::RemoteSubagentsPlugin>(),
     ]
 }

@@ -54,7 +54,7 @@ pub const ABORTED_BEFORE_START: &str = "subagent request was aborted before the 
 pub const CANCELLED_BEFORE_SESSION: &str = "subagent cancelled before the ACP session started";
 
 /// What the child's permission requests get.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionAnswer {
     /// `cancelled`.
@@ -65,8 +65,8 @@ pub enum PermissionAnswer {
 }
 
 /// `subagent-acp` config.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct AcpConfig {
     #[serde(default = "default_name")]
     pub provider_name: String,

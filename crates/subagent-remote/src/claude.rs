@@ -29,7 +29,7 @@ pub const ABORTED_BEFORE_STARTUP: &str =
     "subagent-claude-code: request was aborted before SDK startup";
 
 /// `permissionMode`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClaudePermission {
     #[default]
@@ -53,8 +53,8 @@ impl ClaudePermission {
 }
 
 /// `subagent-claude-code` config (`command` is this port's addition; default `claude`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClaudeConfig {
     #[serde(default = "default_name")]
     pub provider_name: String,

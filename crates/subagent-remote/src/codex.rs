@@ -37,7 +37,7 @@ pub const ABORTED_BEFORE_PUBLICATION: &str =
     "subagent-codex: request was aborted before run publication";
 
 /// How Codex handles approvals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CodexPermission {
     /// Approval policy `never`: Codex never asks; a request that still arrives is cancelled.
@@ -63,8 +63,8 @@ impl CodexPermission {
 
 /// `subagent-codex` config. `command` is this port's addition (upstream runs the package-local
 /// wrapper); it defaults to `codex` on `PATH`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct CodexConfig {
     #[serde(default = "default_name")]
     pub provider_name: String,

@@ -12,6 +12,7 @@ pub mod acp;
 pub mod claude;
 pub mod codex;
 mod common;
+pub mod plugin;
 pub mod process;
 mod progress;
 
@@ -20,6 +21,8 @@ pub use acp::AcpProvider;
 pub use acp::PermissionAnswer;
 pub use common::ProductFailure;
 pub use common::text_task;
+pub use plugin::RemoteSettings;
+pub use plugin::RemoteSubagentsPlugin;
 pub use progress::ChildProgress;
 pub use progress::ProgressSink;
 

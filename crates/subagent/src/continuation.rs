@@ -60,7 +60,7 @@ pub const DRAINING_TEXT: &str =
     "continuable subagents are draining; the operation was not admitted";
 
 /// How a report reaches the parent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReportDelivery {
     /// `steer`: wakes an idle parent; a running parent claims it at its next step boundary.

@@ -7,8 +7,11 @@ use std::sync::atomic::Ordering;
 
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHooks;
+use dsh_agent::AgentStatus;
 use dsh_kernel::Scope;
 use tokio::sync::Notify;
+
+use crate::directory::AgentDirectory;
 
 /// A one-way latch.
 #[derive(Default)]
@@ -37,14 +40,15 @@ impl Latch {
 /// The name scenarios use (`subagent-report-fence`).
 pub const REPORT_FENCE: &str = "subagent-report-fence";
 
-/// `subagent-report-fence`: holds the report child until its parent's spawn turn has produced
-/// its answer, and keeps that parent turn open until the child's settlement notice has arrived,
-/// so the report and the notice reach the parent together, in causal order, whatever the
-/// scheduling.
-pub fn install_report_fence(hooks: &AgentHooks, scope: &Scope) {
+/// `subagent-report-fence`: holds the report child until its parent's spawn turn has ended,
+/// then keeps the parent in maintenance (busy, not running a turn) until the child's settlement
+/// notice has arrived, so the parent's next turn claims the report and the notice together, in
+/// causal order, whatever the scheduling.
+pub fn install_report_fence(hooks: &AgentHooks, directory: Arc<AgentDirectory>, scope: &Scope) {
     let child_ready = Arc::new(Latch::default());
     let parent_stopped = Arc::new(Latch::default());
     let child_settled = Arc::new(Latch::default());
+    let maintaining = Arc::new(AtomicBool::new(false));
     {
         let (child_ready, parent_stopped) = (child_ready.clone(), parent_stopped.clone());
         hooks.pre_step.register(scope, move |input, next| {
@@ -61,34 +65,48 @@ pub fn install_report_fence(hooks: &AgentHooks, scope: &Scope) {
             })
         });
     }
-    {
-        let (parent_stopped, child_settled) = (parent_stopped.clone(), child_settled.clone());
-        hooks.turn_stopping.register(scope, move |event| {
-            let (parent_stopped, child_settled) = (parent_stopped.clone(), child_settled.clone());
-            Box::pin(async move {
-                let top_level = event.agent.log().header().parent_session.is_none();
-                if top_level && event.turn == 1 && !parent_stopped.open.load(Ordering::Acquire) {
-                    parent_stopped.open();
-                    tokio::select! {
-                        () = child_settled.wait() => {}
-                        () = event.signal.cancelled() => {}
-                    }
-                }
-                Ok(())
-            })
-        });
-    }
+    let settled = child_settled.clone();
     hooks.events.register(scope, move |event| {
-        if let AgentEvent::InboxInserted { message, .. } = event
-            && message.source.kind() == "subagent-settled"
-        {
-            child_settled.open();
+        match event {
+            AgentEvent::Status {
+                agent,
+                status: AgentStatus::Idle,
+            } => {
+                let Some(parent) = directory.get(agent) else {
+                    return Ok(());
+                };
+                let top_level = parent.log().header().parent_session.is_none();
+                if !top_level || parent.log().turn_state().last_turn != 1 {
+                    return Ok(());
+                }
+                parent_stopped.open();
+                if maintaining.swap(true, Ordering::AcqRel) {
+                    return Ok(());
+                }
+                match parent.begin_maintenance() {
+                    Ok(guard) => {
+                        let settled = settled.clone();
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                () = settled.wait() => {}
+                                () = guard.token().cancelled() => {}
+                            }
+                            drop(guard);
+                        });
+                    }
+                    Err(error) => tracing::warn!(%error, "report fence: no maintenance phase"),
+                }
+            }
+            AgentEvent::InboxInserted { message, .. }
+                if message.source.kind() == "subagent-settled" =>
+            {
+                child_settled.open();
+            }
+            _ => {}
         }
         Ok(())
     });
-    let release = (child_ready, parent_stopped);
     scope.defer(move || {
-        release.0.open();
-        release.1.open();
+        child_ready.open();
     });
 }

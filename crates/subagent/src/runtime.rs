@@ -42,7 +42,13 @@ pub struct ChildRuntime {
     pub approval_composed: bool,
     /// `(tool, section)` pairs: a child whose filter hides the tool gets the section blanked.
     pub(crate) tool_sections: std::sync::Mutex<Vec<(u64, String, String)>>,
+    /// Reads a parent's explicit sandbox override; default: its latest `sandbox/mode` event.
+    pub(crate) sandbox_override: Option<SandboxOverride>,
 }
+
+/// How a composition tells a parent's explicit sandbox override (a mode someone chose, or one
+/// a delegation fixed) from the deployment default it merely follows.
+pub type SandboxOverride = Arc<dyn Fn(&AgentHandle) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for ChildRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,7 +73,24 @@ impl ChildRuntime {
             prompts,
             approval_composed,
             tool_sections: std::sync::Mutex::default(),
+            sandbox_override: None,
         })
+    }
+
+    /// The same runtime with the composition's reading of explicit sandbox overrides.
+    pub fn with_sandbox_override(self: Arc<Self>, read: SandboxOverride) -> Arc<Self> {
+        let mut me = Arc::try_unwrap(self).unwrap_or_else(|shared| Self {
+            scope: shared.scope.clone(),
+            host: shared.host.clone(),
+            directory: shared.directory.clone(),
+            tools: shared.tools.clone(),
+            prompts: shared.prompts.clone(),
+            approval_composed: shared.approval_composed,
+            tool_sections: std::sync::Mutex::default(),
+            sandbox_override: shared.sandbox_override.clone(),
+        });
+        me.sandbox_override = Some(read);
+        Arc::new(me)
     }
 
     /// Records that `tool`'s prompt section `section` lives as long as `owner`.
@@ -181,6 +204,24 @@ impl ChildRuntime {
         }
         Ok(())
     }
+}
+
+/// The mode of the latest `sandbox/mode` event of `log` (only delegation stamps when
+/// `delegated_only`).
+pub fn latest_sandbox_mode(log: &SessionLog, delegated_only: bool) -> Option<String> {
+    log.events()
+        .iter()
+        .rev()
+        .filter(|e| e.kind == "sandbox/mode")
+        .find(|e| {
+            !delegated_only || e.data.get("source").and_then(|s| s.as_str()) == Some("delegation")
+        })
+        .and_then(|e| {
+            e.data
+                .get("mode")
+                .and_then(|m| m.as_str())
+                .map(str::to_owned)
+        })
 }
 
 /// `completedTurnPrefix(parent)`: events `0..=seq(last turn/end)`; empty before any turn

@@ -1021,7 +1021,7 @@ async fn the_report_fence_delivers_report_and_notice_to_the_spawn_turn() {
     let rig = Rig::new();
     continuable(&rig);
     rig.control_tools(Default::default());
-    dsh_subagent::fixtures::install_report_fence(&rig.hooks, &rig.root);
+    dsh_subagent::fixtures::install_report_fence(&rig.hooks, rig.directory.clone(), &rig.root);
     rig.script(
         "P-FENCE",
         vec![
@@ -1040,9 +1040,9 @@ async fn the_report_fence_delivers_report_and_notice_to_the_spawn_turn() {
     let parent_model = rig.model.route("P-FENCE");
     let parent = rig.parent();
     prompt(&parent, "P-FENCE go").await;
-    // The prompt's turn only ends once the settlement notice is in: report and notice are
-    // entered together in its third step.
-    assert_eq!(parent.log().turn_state().last_turn, 1);
+    // The parent stays busy after its spawn turn until the notice is in; its second turn
+    // enters the report and the notice together.
+    assert_eq!(parent.log().turn_state().last_turn, 2);
     let requests = parent_model.requests();
     assert_eq!(requests.len(), 3);
     let kinds: Vec<String> = requests[2]

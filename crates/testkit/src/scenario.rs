@@ -45,6 +45,9 @@ pub struct ScenarioSpec {
     /// Provenance, including the composition files the recorded run used.
     #[serde(default)]
     pub upstream: Map<String, Value>,
+    /// Test-only behaviour the recorded composition added (`fixture_plugins`).
+    #[serde(default)]
+    pub fixture_plugins: Vec<String>,
     /// `native`, `code` or `both`.
     #[serde(default)]
     pub mode: Option<String>,

@@ -11,6 +11,7 @@
 mod engine;
 mod error;
 mod meta;
+pub mod plugin;
 pub mod ralph;
 mod script;
 pub mod tool;
@@ -30,6 +31,8 @@ pub use error::code;
 pub use meta::Phase;
 pub use meta::WorkflowMeta;
 pub use meta::validate_meta;
+pub use plugin::WorkflowPlugin;
+pub use plugin::WorkflowSettings;
 pub use ralph::RALPH_SCRIPT;
 pub use ralph::RalphConfig;
 pub use script::INLINE_META;
