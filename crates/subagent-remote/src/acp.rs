@@ -46,8 +46,8 @@ use crate::common::check_grace;
 use crate::common::child_cwd;
 use crate::common::configured_cwd;
 use crate::process;
-use crate::progress::ChildProgress;
-use crate::progress::ProgressSink;
+use dsh_subagent::ChildProgress;
+use dsh_subagent::ProgressFn;
 
 const PREFIX: &str = "subagent-acp";
 pub const ABORTED_BEFORE_START: &str = "subagent request was aborted before the ACP child started";
@@ -114,7 +114,6 @@ impl AcpConfig {
 pub struct AcpProvider {
     config: AcpConfig,
     cwd: Option<PathBuf>,
-    progress: Option<Arc<dyn ProgressSink>>,
 }
 
 impl AcpProvider {
@@ -128,19 +127,7 @@ impl AcpProvider {
         check_grace(PREFIX, "disposeEofGraceMs", config.dispose_eof_grace_ms)?;
         check_grace(PREFIX, "disposeGraceMs", config.dispose_grace_ms)?;
         let cwd = configured_cwd(PREFIX, config.cwd.as_deref())?;
-        Ok(Arc::new(Self {
-            config,
-            cwd,
-            progress: None,
-        }))
-    }
-
-    /// Forwards the child's session updates (tool calls, message chunks) to `sink`.
-    pub fn with_progress(mut self: Arc<Self>, sink: Arc<dyn ProgressSink>) -> Arc<Self> {
-        if let Some(me) = Arc::get_mut(&mut self) {
-            me.progress = Some(sink);
-        }
-        self
+        Ok(Arc::new(Self { config, cwd }))
     }
 }
 
@@ -193,17 +180,16 @@ impl SubagentProvider for AcpProvider {
     ) -> BoxFuture<'static, Result<SubagentRun, SubagentError>> {
         let config = self.config.clone();
         let configured = self.cwd.clone();
-        let progress = self.progress.clone();
-        Box::pin(async move { start(config, configured, progress, request).await })
+        Box::pin(async move { start(config, configured, request).await })
     }
 }
 
 async fn start(
     config: AcpConfig,
     configured: Option<PathBuf>,
-    progress: Option<Arc<dyn ProgressSink>>,
     request: StartRequest,
 ) -> Result<SubagentRun, SubagentError> {
+    let progress = request.progress.clone();
     if request.signal.is_cancelled() {
         return Err(SubagentError::plain(ABORTED_BEFORE_START));
     }
@@ -233,6 +219,8 @@ async fn start(
         let shared = shared.clone();
         let progress = progress.clone();
         let child_id = id.clone();
+        let final_id = id.clone();
+        let final_progress = progress.clone();
         let notified = shared.clone();
         tokio::spawn(async move {
             let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
@@ -240,12 +228,7 @@ async fn start(
                 .v1()
                 .on_receive_notification(
                     async move |notification: SessionNotification, _cx| {
-                        on_update(
-                            &notified,
-                            progress.as_deref(),
-                            &child_id,
-                            notification.update,
-                        );
+                        on_update(&notified, progress.as_ref(), &child_id, notification.update);
                         Ok(())
                     },
                     agent_client_protocol::on_receive_notification!(),
@@ -275,6 +258,12 @@ async fn start(
                         ))
                         .block_task()
                         .await?;
+                    let answer = crate::lock(&shared.text).clone();
+                    if let Some(progress) = &final_progress
+                        && !answer.trim().is_empty()
+                    {
+                        progress(&final_id, ChildProgress::Text(answer));
+                    }
                     Ok(response.stop_reason)
                 })
                 .await;
@@ -378,22 +367,20 @@ async fn start(
 
 fn on_update(
     shared: &Shared,
-    progress: Option<&dyn ProgressSink>,
+    progress: Option<&ProgressFn>,
     child_id: &str,
     update: SessionUpdate,
 ) {
     match update {
         SessionUpdate::AgentMessageChunk(chunk) => {
+            // Chunks accumulate; the whole answer is reported once the prompt ends.
             if let AcpBlock::Text(text) = &chunk.content {
                 crate::lock(&shared.text).push_str(&text.text);
-                if let Some(sink) = progress {
-                    sink.progress(child_id, ChildProgress::Text(text.text.clone()));
-                }
             }
         }
         SessionUpdate::ToolCall(call) => {
-            if let Some(sink) = progress {
-                sink.progress(
+            if let Some(progress) = progress {
+                progress(
                     child_id,
                     ChildProgress::ToolCall {
                         id: call.tool_call_id.to_string(),

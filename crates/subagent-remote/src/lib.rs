@@ -14,7 +14,6 @@ pub mod codex;
 mod common;
 pub mod plugin;
 pub mod process;
-mod progress;
 
 pub use acp::AcpConfig;
 pub use acp::AcpProvider;
@@ -23,8 +22,6 @@ pub use common::ProductFailure;
 pub use common::text_task;
 pub use plugin::RemoteSettings;
 pub use plugin::RemoteSubagentsPlugin;
-pub use progress::ChildProgress;
-pub use progress::ProgressSink;
 
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)

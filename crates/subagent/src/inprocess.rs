@@ -229,6 +229,10 @@ async fn start_one_shot(
         child.cancel(AbortReason::Parent, false);
     }
     let capture = crate::lock(&capture_slot).take();
+    let watching = request
+        .progress
+        .clone()
+        .map(|progress| watch_progress(&child, progress));
     let result: BoxFuture<'static, RunResult> = {
         let child = child.clone();
         let cancelled = cancelled.clone();
@@ -255,6 +259,7 @@ async fn start_one_shot(
         let directory = runtime.directory.clone();
         move || -> BoxFuture<'static, Result<(), SubagentError>> {
             Box::pin(async move {
+                drop(watching);
                 listener_stop.cancel();
                 cancelled.store(true, Ordering::Release);
                 child.dispose().await;
@@ -274,6 +279,67 @@ async fn start_one_shot(
         result,
         dispose,
     ))
+}
+
+/// Reports the child's tool calls and committed messages as they are logged.
+pub(crate) fn watch_progress(
+    child: &AgentHandle,
+    progress: crate::provider::ProgressFn,
+) -> dsh_session::Subscription {
+    let id = child.id().to_owned();
+    child
+        .log()
+        .on_event(move |event| match event.kind.as_str() {
+            dsh_session::kind::TOOL_CALL => {
+                let name = event
+                    .data
+                    .get("name")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                let arguments = event
+                    .data
+                    .get("arguments")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                let call_id = event
+                    .data
+                    .get("callId")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default();
+                progress(
+                    &id,
+                    crate::provider::ChildProgress::ToolCall {
+                        id: call_id.to_owned(),
+                        title: call_title(name, arguments),
+                    },
+                );
+            }
+            dsh_session::kind::ASSISTANT_MESSAGE => {
+                if let Some(Ok(message)) = event.decode::<dsh_session::data::AssistantMessage>() {
+                    let text = dsh_protocol::text_of(&message.message.content);
+                    if !text.trim().is_empty() {
+                        progress(&id, crate::provider::ChildProgress::Text(text));
+                    }
+                }
+            }
+            _ => {}
+        })
+}
+
+/// `name {arguments}`, cut to one short line.
+pub(crate) fn call_title(name: &str, arguments: &str) -> String {
+    let arguments: String = arguments.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = if arguments.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name} {arguments}")
+    };
+    if line.chars().count() <= 100 {
+        return line;
+    }
+    let mut cut: String = line.chars().take(99).collect();
+    cut.push('…');
+    cut
 }
 
 /// Appends the one-shot descriptor at the first pre-step that enters (after the first claim,

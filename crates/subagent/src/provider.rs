@@ -74,6 +74,18 @@ impl AgentOptions {
     }
 }
 
+/// One piece of a running child's progress, for presentation only (never the model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChildProgress {
+    /// The child started a tool call.
+    ToolCall { id: String, title: String },
+    /// The child committed an answer (or an intermediate message) with this text.
+    Text(String),
+}
+
+/// Receives a child's progress: `(child id, progress)`. Called inline; must not block.
+pub type ProgressFn = Arc<dyn Fn(&str, ChildProgress) + Send + Sync>;
+
 /// A one-shot start request (`subagents.start(name, request)`).
 #[derive(Clone)]
 pub struct StartRequest {
@@ -86,6 +98,8 @@ pub struct StartRequest {
     pub max_depth: Option<u64>,
     pub output_schema: Option<Value>,
     pub signal: CancellationToken,
+    /// Where the child's progress goes while it runs (the delegating call's live card).
+    pub progress: Option<ProgressFn>,
 }
 
 impl StartRequest {
@@ -100,6 +114,7 @@ impl StartRequest {
             max_depth: None,
             output_schema: None,
             signal,
+            progress: None,
         }
     }
 }

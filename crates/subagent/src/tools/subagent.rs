@@ -381,6 +381,89 @@ fn render(value: &Value) -> Vec<ContentBlock> {
     vec![ContentBlock::text(text)]
 }
 
+/// Finished foreground runs' transcripts, keyed by run id, until the result card takes them.
+#[derive(Default)]
+struct Transcripts(Mutex<indexmap::IndexMap<String, Value>>);
+
+/// Transcripts kept for cards that were never rendered (nested calls have no card).
+const KEPT_TRANSCRIPTS: usize = 64;
+
+impl Transcripts {
+    fn put(&self, run_id: &str, transcript: Value) {
+        let mut map = crate::lock(&self.0);
+        map.insert(run_id.to_owned(), transcript);
+        while map.len() > KEPT_TRANSCRIPTS {
+            map.shift_remove_index(0);
+        }
+    }
+
+    fn take(&self, run_id: &str) -> Option<Value> {
+        crate::lock(&self.0).shift_remove(run_id)
+    }
+}
+
+/// What a foreground child did, as the delegating call's card shows it.
+#[derive(Default)]
+struct Activity {
+    child_id: String,
+    steps: Vec<String>,
+    answer: Option<String>,
+}
+
+/// The progress callback of one foreground call: the child's tool calls and messages go to
+/// the call's live output (when a front-end watches it) and into its transcript.
+fn progress_for(run: &ToolRun, activity: Arc<Mutex<Activity>>) -> crate::provider::ProgressFn {
+    let sink = dsh_tools::output_sink(run);
+    let call_id = run.call_id().to_owned();
+    Arc::new(move |child_id, progress| {
+        let line = {
+            let mut activity = crate::lock(&activity);
+            child_id.clone_into(&mut activity.child_id);
+            match progress {
+                crate::provider::ChildProgress::ToolCall { title, .. } => {
+                    let line = format!("▸ {title}\n");
+                    activity.steps.push(title);
+                    line
+                }
+                crate::provider::ChildProgress::Text(text) => {
+                    let line = format!("{text}\n");
+                    activity.answer = Some(text);
+                    line
+                }
+            }
+        };
+        if let Some(sink) = &sink {
+            sink.output(&call_id, dsh_tools::OutputStream::Stdout, line.as_bytes());
+        }
+    })
+}
+
+/// The completed card: the child's tool calls, then its result.
+fn transcript_card(meta: &Value, content: &[ContentBlock]) -> Option<dsh_tools::ToolResultView> {
+    let subagent = meta.get("subagent")?;
+    let mut text = String::new();
+    for step in subagent
+        .get("steps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(step) = step.as_str() {
+            text.push_str("▸ ");
+            text.push_str(step);
+            text.push('\n');
+        }
+    }
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&output_text(content));
+    Some(dsh_tools::ToolResultView::Generic {
+        title: None,
+        content: Some(vec![ContentBlock::text(text)]),
+    })
+}
+
 fn mount_into(
     subagents: &Arc<Subagents>,
     scope: &Scope,
@@ -391,19 +474,39 @@ fn mount_into(
     let runtime = subagents.runtime().clone();
     let service = Arc::downgrade(subagents);
     let body_settings = settings.clone();
+    let transcripts = Arc::new(Transcripts::default());
+    let (filled, taken) = (transcripts.clone(), transcripts);
     let definition = Tool::builder(settings.tool_name.clone())
         .description(description(settings, inherits))
         .author_parameters(&parameters(settings, inherits))
         .raw_output(output_schema(), |_, value| Ok(render(value)))
+        .presentation_meta(move |_, value| {
+            let subagent = match value.get("kind").and_then(Value::as_str) {
+                Some("foreground") => value
+                    .get("runId")
+                    .and_then(Value::as_str)
+                    .and_then(|run_id| taken.take(run_id))
+                    .unwrap_or_else(|| json!({})),
+                Some("continuable") => json!({"childId": value.get("subagentId")}),
+                _ => json!({"jobId": value.get("jobId")}),
+            };
+            Ok(json!({"subagent": subagent}))
+        })
+        .present_result(|_: &Value, view: &dsh_tools::ResultView| {
+            view.meta
+                .as_ref()
+                .and_then(|meta| transcript_card(meta, &view.content))
+        })
         .concurrency_safe(|_: &Value| true)
         .run(move |args: Value, run: ToolRun| {
             let service = service.clone();
             let settings = body_settings.clone();
+            let transcripts = filled.clone();
             async move {
                 let Some(subagents) = service.upgrade() else {
                     return Err(ToolError::new("the subagent service is gone"));
                 };
-                execute(&subagents, &settings, args, run).await
+                execute(&subagents, &settings, &transcripts, args, run).await
             }
         })
         .build()
@@ -426,6 +529,7 @@ fn mount_into(
 async fn execute(
     subagents: &Arc<Subagents>,
     settings: &Settings,
+    transcripts: &Transcripts,
     args: Value,
     run: ToolRun,
 ) -> Result<Value, ToolError> {
@@ -480,9 +584,22 @@ async fn execute(
         .map_err(|e| ToolError::new(e.to_string()))?;
         return Ok(json!({"kind": "background", "jobId": job_id}));
     }
+    let activity = Arc::new(Mutex::new(Activity::default()));
+    request.progress = Some(progress_for(&run, activity.clone()));
     let run_handle = subagents.start(&settings.provider, request).await?;
     let result = run_handle.result().await;
     let disposed = run_handle.dispose().await;
+    {
+        let activity = crate::lock(&activity);
+        transcripts.put(
+            &run_handle.run_id,
+            json!({
+                "childId": run_handle.id,
+                "steps": activity.steps,
+                "answer": activity.answer,
+            }),
+        );
+    }
     match (result, disposed) {
         (Ok(result), Ok(())) if result.stop_reason == StopReason::Completed => Ok(json!({
             "kind": "foreground",
