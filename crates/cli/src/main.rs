@@ -46,7 +46,9 @@ use clap::Subcommand;
     long_about = None,
     after_help = "With no command, dsh opens the interactive terminal UI in the current folder."
 )]
-#[command(args_conflicts_with_subcommands = true)]
+// No `args_conflicts_with_subcommands`: clap counts a global flag such as `--trust-project` as
+// an argument, so `dsh --trust-project exec …` would become a prompt "exec …". A subcommand is
+// recognised as the first word; once a prompt has begun, later words stay prompt words.
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -200,6 +202,15 @@ fn main() -> ExitCode {
     }
     dsh_tool_shell::guard::set_program(guard_program());
     let cli = Cli::parse();
+    if cli.command.is_some() && (cli.cwd.is_some() || cli.model.is_some()) {
+        use clap::CommandFactory;
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "-C/--cwd and -m/--model go after the command (`dsh exec -C DIR …`)",
+            )
+            .exit();
+    }
     if cli.trust_project {
         host::trust_for_this_run();
     }

@@ -115,7 +115,12 @@ impl Case {
             workspace: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
         };
-        case.write_home("config.toml", "[plugins.session-title]\nenabled = false\n");
+        // The replay scripts hold only the calls under test: no title request, and no
+        // compaction request when a huge argument fills the context window.
+        case.write_home(
+            "config.toml",
+            "[plugins.session-title]\nenabled = false\n\n[plugins.compaction]\nenabled = false\n",
+        );
         case.give(case.workspace.path());
         case.give(case.home.path());
         case
