@@ -70,7 +70,7 @@ where
     served
 }
 
-/// Serves ACP over any transport of the official crate (`Stdio`, `ByteStreams`, `Lines`, …).
+/// Serves ACP over any transport of the official crate (`ByteStreams`, `Lines`, …).
 pub async fn serve_transport(
     factory: Arc<dyn SessionFactory>,
     config: BridgeConfig,

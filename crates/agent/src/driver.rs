@@ -257,8 +257,12 @@ impl AgentHandle {
             Some(registry) => registry.visible(&self.inner.scope),
             None => (Vec::new(), Vec::new()),
         };
-        sections.extend(registered);
-        sections.extend(prompt.sections.iter().cloned());
+        if prompt.persona_complete {
+            sections.retain(|s| s.name == "deployment:persona");
+        } else {
+            sections.extend(registered);
+            sections.extend(prompt.sections.iter().cloned());
+        }
         contexts.extend(prompt.contexts.iter().cloned());
         if !prompt.include_runtime_context {
             contexts.clear();

@@ -41,6 +41,8 @@ pub struct PromptConfig {
     pub persona: String,
     pub include_harness_identity: bool,
     pub include_runtime_context: bool,
+    /// The persona is the whole system prompt: no identity, registry or agent sections.
+    pub persona_complete: bool,
     /// This agent's own sections; they shadow registry sections of the same name.
     pub sections: Vec<Section>,
     /// This agent's dynamic contexts (runtime-context snapshot sections).
@@ -71,6 +73,7 @@ impl Default for PromptConfig {
             persona: String::new(),
             include_harness_identity: true,
             include_runtime_context: true,
+            persona_complete: false,
             sections: Vec::new(),
             contexts: Vec::new(),
             variables: BTreeMap::new(),

@@ -33,6 +33,8 @@ pub struct ExecArgs {
     pub cwd: Option<PathBuf>,
     pub model: Option<String>,
     pub output: Output,
+    /// A stored session to continue instead of a new one.
+    pub resume: Option<String>,
 }
 
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
@@ -48,7 +50,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(run_task(overrides, cwd, task, args.output))
+    runtime.block_on(run_task(overrides, cwd, task, args.output, args.resume))
 }
 
 async fn run_task(
@@ -56,9 +58,16 @@ async fn run_task(
     cwd: PathBuf,
     task: String,
     output: Output,
+    resume: Option<String>,
 ) -> anyhow::Result<ExitCode> {
     let host = crate::host::start(&cwd, overrides).await?;
-    let agent = host.sessions().create(NewSession { id: None, cwd })?;
+    let agent = match resume {
+        Some(id) => host
+            .sessions()
+            .load(&id)
+            .with_context(|| format!("cannot resume session {id:?}"))?,
+        None => host.sessions().create(NewSession { id: None, cwd })?,
+    };
     let session_id = agent.id().to_owned();
     let first_seq = agent.log().len();
 
@@ -100,6 +109,7 @@ async fn run_task(
                 json!({"type": "result", "sessionId": session_id, "output": outcome.text});
             if let Some(usage) = total_usage(&agent, first_seq) {
                 result["usage"] = serde_json::to_value(usage)?;
+                add_context_fill(&mut result["usage"], &host, &agent);
             }
             writeln!(stdout, "{result}")?;
         }
@@ -146,6 +156,21 @@ async fn print_events(session_id: String, mut receiver: mpsc::UnboundedReceiver<
         {
             return;
         }
+    }
+}
+
+/// The context fill after the run (`contextTokens`: the newest prompt size plus the estimated
+/// change since, so a compaction shows at once; `contextWindow`), from the token meter.
+fn add_context_fill(usage: &mut serde_json::Value, host: &dsh_host::Host, agent: &AgentHandle) {
+    let Some(meter) = host.sessions().service::<dsh_token_meter::TokenMeter>() else {
+        return;
+    };
+    let pressure = meter.pressure(agent.log());
+    if let Some(tokens) = pressure.projected_tokens {
+        usage["contextTokens"] = json!(tokens);
+    }
+    if let Some(window) = pressure.context_window {
+        usage["contextWindow"] = json!(window);
     }
 }
 

@@ -57,6 +57,9 @@ enum Command {
         /// `text` prints the answer; `stream-json` prints every session event, then a result line.
         #[arg(long, value_enum, default_value = "text")]
         output: exec::Output,
+        /// Continue the stored session with this id (its history, checkpoints included).
+        #[arg(long)]
+        resume: Option<String>,
     },
     /// Reopen a stored session in the interactive UI (default: the newest one of this folder).
     Resume {
@@ -155,11 +158,13 @@ fn main() -> ExitCode {
             cwd,
             model,
             output,
+            resume,
         }) => exec::run(exec::ExecArgs {
             task,
             cwd,
             model,
             output,
+            resume,
         }),
         Some(Command::Tools { json, cwd }) => tools_cmd::run(json, cwd),
         Some(Command::Acp) => acp::run(),

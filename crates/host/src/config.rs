@@ -442,11 +442,12 @@ fn insert_dotted(map: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
+/// A parsed file: its table as JSON and the 1-based line of every dotted key path.
+pub type Parsed = (Map<String, Value>, BTreeMap<String, usize>);
+
 /// Reads one TOML file: its table as JSON and the line of every key path. `None` when the
 /// file does not exist.
-pub fn read_file(
-    path: &Path,
-) -> Result<Option<(Map<String, Value>, BTreeMap<String, usize>)>, ConfigError> {
+pub fn read_file(path: &Path) -> Result<Option<Parsed>, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -463,10 +464,7 @@ pub fn read_file(
 }
 
 /// Parses TOML `text` (named `path` in errors).
-pub fn parse_text(
-    text: &str,
-    path: &Path,
-) -> Result<(Map<String, Value>, BTreeMap<String, usize>), ConfigError> {
+pub fn parse_text(text: &str, path: &Path) -> Result<Parsed, ConfigError> {
     let syntax = |error: &dyn fmt::Display, offset: Option<usize>| ConfigError {
         file: Some(path.to_path_buf()),
         line: offset.map(|o| line_of(text, o)),
@@ -598,7 +596,16 @@ mod tests {
         assert_eq!(enabled.layer, Layer::Project);
         assert_eq!(enabled.line, Some(3));
         assert_eq!(config.origin("tools.max_parallel").layer, Layer::Flag);
-        assert_eq!(config.origin("model.provider").layer, Layer::Default);
+        assert_eq!(
+            config.origin_exact("model.provider"),
+            None,
+            "never set by a layer"
+        );
+        assert_eq!(
+            config.origin("model.provider").layer,
+            Layer::User,
+            "its table was"
+        );
     }
 
     #[test]

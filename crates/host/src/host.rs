@@ -501,11 +501,57 @@ impl Host {
         state.core = checked.core;
         state.config = config;
         drop(state);
+        self.follow_configured_permissions();
         match (changed.is_empty(), failed.is_empty()) {
             (_, false) => ReloadReport::Partial { changed, failed },
             (true, true) if notes.is_empty() => ReloadReport::Unchanged,
             _ => ReloadReport::Applied { changed, notes },
         }
+    }
+}
+
+impl Host {
+    /// Sessions whose permissions came from the configuration follow its defaults (a client's
+    /// preset choice stays); each change re-attaches the session's pieces, the same path as a
+    /// preset switch.
+    fn follow_configured_permissions(&self) {
+        let defaults = self.sessions().default_permissions();
+        let sessions = &self.inner.services.sessions;
+        for (_, session) in sessions.live() {
+            if session.permissions_origin() == PermissionsOrigin::Config
+                && session.permissions() != defaults
+                && let Err(error) =
+                    sessions.set_permissions(&session, defaults, PermissionsOrigin::Config)
+            {
+                tracing::warn!(session = session.id(), %error, "cannot apply the configured permissions");
+            }
+        }
+    }
+
+    /// Re-applies plugin `name` with its current configuration (and the plugins that use it):
+    /// a fresh instance replaces the running one.
+    pub fn reapply(&self, name: &str) -> Result<(), HostError> {
+        let state = lock(&self.inner.state);
+        let Some(index) = state.rows.iter().position(|row| row.spec.name == name) else {
+            return Err(HostError::Invalid(format!("no plugin named {name}")));
+        };
+        let mut dirty = vec![false; state.rows.len()];
+        dirty[index] = true;
+        for i in index + 1..dirty.len() {
+            let uses = state.rows[i].spec.uses;
+            dirty[i] = state.rows[..i]
+                .iter()
+                .zip(&dirty)
+                .any(|(row, d)| *d && uses.contains(&row.spec.name));
+        }
+        for (row, dirty) in state.rows.iter().zip(dirty) {
+            if let (true, Some(mounted)) = (dirty, &row.mounted) {
+                mounted.reapply(row.state.config.clone())?;
+            }
+        }
+        drop(state);
+        self.follow_configured_permissions();
+        Ok(())
     }
 }
 
@@ -574,8 +620,13 @@ impl SessionHost {
     /// An agent over an in-memory log: what a session in `cwd` would offer the model, with
     /// nothing persisted (`dsh tools`).
     pub fn preview(&self, cwd: &Path) -> Result<AgentHandle, HostError> {
+        static PREVIEWS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let cwd = absolute(cwd)?;
-        let header = SessionHeader::new("preview", Some(cwd.to_string_lossy().into_owned()));
+        let n = PREVIEWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let header = SessionHeader::new(
+            format!("preview-{n}"),
+            Some(cwd.to_string_lossy().into_owned()),
+        );
         self.attach(
             SessionLog::in_memory(header),
             cwd,
@@ -640,7 +691,7 @@ impl SessionHost {
         self.attach(log, cwd, parent.scope(), request.fork, Some(permissions))
     }
 
-    fn default_permissions(&self) -> Permissions {
+    pub(crate) fn default_permissions(&self) -> Permissions {
         self.inner.root.service::<DefaultPermissions>().map_or_else(
             || Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
             |p| p.0,

@@ -8,7 +8,6 @@ use dsh_plugin::DefaultPermissions;
 use dsh_plugin::HostPlugin;
 use dsh_plugin::HostServices;
 use dsh_plugin::Permissions;
-use dsh_plugin::PermissionsOrigin;
 use dsh_plugin::Plugin;
 use dsh_plugin::PluginError;
 use dsh_plugin::SandboxMode;
@@ -90,8 +89,9 @@ pub struct ApprovalSettings {
     pub policy: Option<ApprovalPolicy>,
 }
 
-/// The approval policy, the combined default permissions, the `approval:policy` runtime
-/// context, and the follow-up of live sessions when the configured permissions change.
+/// The approval policy, the combined default permissions and the `approval:policy` runtime
+/// context. (Live sessions that follow the configuration are moved to new defaults by the
+/// host after a reload: see `Host::reload`.)
 #[derive(Debug, Default)]
 pub struct ApprovalPlugin;
 
@@ -123,18 +123,6 @@ impl Plugin for ApprovalPlugin {
                     .to_owned()
             }),
         );
-        // Sessions whose permissions came from the configuration follow it; one a client
-        // switched keeps its preset. Same path as a preset switch: a re-attach per session.
-        for (_, session) in host.sessions.live() {
-            if session.permissions_origin() == PermissionsOrigin::Config
-                && session.permissions() != permissions
-                && let Err(error) =
-                    host.sessions
-                        .set_permissions(&session, permissions, PermissionsOrigin::Config)
-            {
-                tracing::warn!(session = session.id(), %error, "cannot apply the configured permissions");
-            }
-        }
         Ok(())
     }
 }

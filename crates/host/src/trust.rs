@@ -188,8 +188,6 @@ pub fn notice(file: &Path, folder: &Path, ignored: &[String]) -> String {
     )
 }
 
-/// Prints the notice of an untrusted project layer to stderr (exec, ACP, tools).
-
 /// Records `trust` for `folder` in `$DSH_HOME/config.toml`, keeping the rest of the file as
 /// written. A trusted folder gets an (empty) `.dsh` folder if it has none, so that the sandbox
 /// can keep it read-only for tools (a missing folder cannot be protected).

@@ -55,14 +55,11 @@ impl<T: DeserializeOwned + Send + Sync + 'static> Plugin for Table<T> {
     }
 }
 
-fn parse_table<T: DeserializeOwned + Send + Sync + 'static>(
+fn parse_table<T: DeserializeOwned + Default + Send + Sync + 'static>(
     config: &Config,
     name: &'static str,
     errors: &mut Vec<ConfigError>,
-) -> T
-where
-    T: Default,
-{
+) -> T {
     let value = config
         .get(name)
         .cloned()

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use rand::Rng;
+use rand::RngExt;
 use sha2::Digest;
 use sha2::Sha256;
 
@@ -329,7 +329,8 @@ mod tests {
             .to_str()
             .unwrap();
         let digest = Sha256::digest(b"sess");
-        assert_eq!(session, format!("session-{}", &format!("{digest:x}")[..12]));
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(session, format!("session-{}", &hex[..12]));
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600

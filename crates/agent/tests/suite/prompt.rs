@@ -212,3 +212,26 @@ async fn item_57_runtime_context_snapshots_track_changes() {
         ["user/message", "user/message"]
     );
 }
+
+#[tokio::test]
+async fn a_complete_persona_is_the_whole_system_prompt() {
+    // context-spec checklist I102.
+    let rig = Rig::with(Options {
+        prompt: PromptConfig {
+            persona: "Only me, on {{model}}.".into(),
+            persona_complete: true,
+            sections: vec![Section::new("own", Slot::Tools, "agent section")],
+            ..Default::default()
+        },
+        ..Options::default()
+    });
+    let _ = rig
+        .prompts
+        .register_section(&rig.root, Section::new("guide", Slot::Tools, "registered"));
+    rig.adapter.push_chunks(text_response("a"));
+    rig.prompt("go").await;
+    assert_eq!(
+        rig.adapter.requests()[0].system.as_deref(),
+        Some("Only me, on mock.")
+    );
+}
