@@ -302,6 +302,22 @@ pub async fn run(
     ctx: &ShellContext,
     cancel: CancellationToken,
 ) -> Result<BashOutput, ShellError> {
+    run_in(args, ctx, cancel, None).await
+}
+
+/// A client terminal to run a foreground call in, and the call it shows on.
+pub struct ClientTerminal {
+    pub terminals: std::sync::Arc<dyn dsh_tools::ClientTerminals>,
+    pub call_id: String,
+}
+
+/// [`run`], with the foreground command run in the client's terminal when one is given.
+pub async fn run_in(
+    args: BashArgs,
+    ctx: &ShellContext,
+    cancel: CancellationToken,
+    terminal: Option<ClientTerminal>,
+) -> Result<BashOutput, ShellError> {
     validate(&args, ctx)?;
     let escalated;
     let ctx = match (args.sandbox_permissions, &ctx.sandbox) {
@@ -335,6 +351,17 @@ pub async fn run(
         .timeout_ms
         .unwrap_or(ctx.config.timeout_ms as f64)
         .min(ctx.config.max_timeout_ms as f64);
+    if let Some(terminal) = terminal {
+        return crate::client_terminal::run(
+            &args,
+            ctx,
+            terminal.terminals,
+            &terminal.call_id,
+            timeout_ms,
+            &cancel,
+        )
+        .await;
+    }
     match foreground(&args, ctx, &cancel, timeout_ms).await {
         // A daemon socket the sandbox masks vanished between the scan and the launch: the
         // runner could not place its mask. Not the command's fault: look again and retry once.
