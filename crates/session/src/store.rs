@@ -133,7 +133,7 @@ impl JsonlStore {
             return Err(SessionError::AlreadyExists { id: header.id });
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| SessionError::io(dir, e))?;
+            create_private_dir(dir)?;
         }
         let sink = crate::sink::FileSink::lazy(path, header.id.clone(), header.to_json_line());
         let seeded = seed.is_some();
@@ -351,6 +351,17 @@ impl JsonlStore {
             id: id.to_owned(),
         })
     }
+}
+
+/// Creates `dir` and its missing parents with mode 0700: a session folder (its log, its spill
+/// files) is its owner's only.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), SessionError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| SessionError::io(dir, e))
 }
 
 /// Subdirectories of `dir`; a missing `dir` has none.
