@@ -513,6 +513,8 @@ impl Bridge {
                 if let Some(text) = text {
                     session.send(crate::mapping::message_chunk(text));
                 }
+                // `/compact` changes the fill.
+                session.push_usage();
                 *lock(&session.slot) = None;
                 let stop = if cancelled.is_cancelled() {
                     StopReason::Cancelled
@@ -546,6 +548,7 @@ impl Bridge {
             let turn = lock(&session.claimed).remove(&message_id);
             let failure = session.take_delivery_failure();
             let outcome = prompt::settle(cancelled.is_cancelled(), failure, &events, turn);
+            session.push_usage();
             *lock(&session.slot) = None;
             respond(outcome.map(PromptResponse::new));
         });

@@ -21,6 +21,7 @@ use agent_client_protocol::v1::schema::SessionNotification;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::ToolCallStatus;
 use agent_client_protocol::v1::schema::UnstructuredCommandInput;
+use agent_client_protocol::v1::schema::UsageUpdate;
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
@@ -218,6 +219,8 @@ pub(crate) struct Session {
     /// Message id → turn that claimed it (from `agent/inbox/claimed`).
     pub(crate) claimed: Arc<Mutex<HashMap<String, u64>>>,
     delivery: Arc<Mutex<Delivery>>,
+    /// The last `usage_update` sent as `(used, size)` (an unchanged fill is not re-sent).
+    usage: Mutex<Option<(u64, u64)>>,
     _listener: Subscription,
     _registrations: Vec<Disposer>,
     /// Stops the live-output flusher with the session.
@@ -365,6 +368,7 @@ impl Session {
                 slot: Mutex::new(None),
                 claimed,
                 delivery,
+                usage: Mutex::new(None),
                 _listener: listener,
                 _registrations: registrations,
                 _flusher: stop.drop_guard(),
@@ -390,6 +394,27 @@ impl Session {
         self.send(SessionUpdate::AvailableCommandsUpdate(
             AvailableCommandsUpdate::new(available),
         ));
+    }
+
+    /// `usage_update {used, size}`: the context fill from the composition's token meter
+    /// (projected prompt tokens of the next request, and the route's context window). Sent
+    /// after `session/new` / `session/load` and before each prompt response, when both are
+    /// known and the figure changed; the meter never gates anything here.
+    pub(crate) fn push_usage(&self) {
+        let Some(meter) = self.agent.scope().service::<dsh_token_meter::TokenMeter>() else {
+            return;
+        };
+        let pressure = meter.pressure(self.agent.log());
+        let (Some(used), Some(size)) = (
+            pressure.projected_tokens.or(pressure.pressure_tokens),
+            pressure.context_window,
+        ) else {
+            return;
+        };
+        if lock(&self.usage).replace((used, size)) == Some((used, size)) {
+            return;
+        }
+        self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
     }
 
     /// Sends an update outside the event mapping (mode changes).
