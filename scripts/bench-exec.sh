@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 scenario="${1:-../shared/conformance/acp/bash-tool-turn}"
 runs="${2:-20}"
 cargo build --release --locked -q -p dsh -p dsh-testkit
-bin=target/release
+bin=$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)
 task=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sessions"][0]["first_user_text"])' "$scenario/scenario.json")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,7 +28,7 @@ for i in $(seq "$runs"); do
   # /usr/bin/time's own fork+exec, about 1 ms.
   start=$EPOCHREALTIME
   ( cd "$ws" && DSH_HOME="$work" DEEPSEEK_BASE_URL="$url" DEEPSEEK_API_KEY=bench \
-      /usr/bin/time -f "%M" -o "$work/time" "$OLDPWD/$bin/dsh" exec "$task" > /dev/null )
+      /usr/bin/time -f "%M" -o "$work/time" "$bin/dsh" exec "$task" > /dev/null )
   end=$EPOCHREALTIME
   t=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", (b - a) * 1000}')
   read -r m < "$work/time"
