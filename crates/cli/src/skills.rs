@@ -47,10 +47,14 @@ pub fn install(
                 };
                 if registry.get(dsh_tool_skill::NAME, Some(scope)).is_some() {
                     let skills = roots.discover(&state.cwd);
-                    let history = agent.log().derive_messages();
+                    // Only the latest catalog in the history matters; the log indexes it, so
+                    // this is no walk of the history per step.
+                    let latest = agent
+                        .log()
+                        .latest_message_of_kind(dsh_tool_skill::catalog::CATALOG_KIND);
                     if let Some(catalog) = dsh_tool_skill::catalog::catalog_message(
                         &skills,
-                        &history,
+                        latest.as_slice(),
                         &messages,
                         dsh_tool_skill::catalog::DESCRIPTION_MAX_LENGTH,
                     ) {

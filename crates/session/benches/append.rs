@@ -91,8 +91,11 @@ fn step(log: &SessionLog, step: u64) {
         error: None,
         meta: None,
     };
-    log.append_data(&result, Some(SurfaceIntent::append_from(vec![call_event.seq])))
-        .unwrap();
+    log.append_data(
+        &result,
+        Some(SurfaceIntent::append_from(vec![call_event.seq])),
+    )
+    .unwrap();
     log.append_data(&StepEnd { turn: 1, step }, None).unwrap();
 }
 

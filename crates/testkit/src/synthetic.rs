@@ -169,7 +169,11 @@ mod tests {
                 .collect();
             assert_eq!(arguments, entry.tool_calls[0].arguments);
         }
-        assert!(scenario.model[1].tool_calls[0].arguments.contains("echo step-1"));
+        assert!(
+            scenario.model[1].tool_calls[0]
+                .arguments
+                .contains("echo step-1")
+        );
         assert_eq!(scenario.model[4].route, "title");
     }
 }

@@ -56,9 +56,11 @@ fn convert(c: &mut Criterion) {
     for blocks in [1_000, 4_000, 16_000] {
         let html = wide(blocks);
         group.throughput(Throughput::Elements(blocks as u64));
-        group.bench_with_input(BenchmarkId::new("sibling_blocks", blocks), &html, |b, html| {
-            b.iter(|| black_box(html_to_markdown(html)))
-        });
+        group.bench_with_input(
+            BenchmarkId::new("sibling_blocks", blocks),
+            &html,
+            |b, html| b.iter(|| black_box(html_to_markdown(html))),
+        );
     }
     group.finish();
 }

@@ -72,7 +72,9 @@ fn call_among_many_tools(c: &mut Criterion) {
     let root = Scope::root();
     let registry = ToolRegistry::install(&root, RegistryConfig::default()).unwrap();
     for i in 0..1_000 {
-        registry.register(&root, echo(&format!("other_{i}"))).unwrap();
+        registry
+            .register(&root, echo(&format!("other_{i}")))
+            .unwrap();
     }
     registry.register(&root, echo("echo")).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()

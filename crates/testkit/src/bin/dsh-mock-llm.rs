@@ -19,7 +19,11 @@ use dsh_testkit::{ReplayServer, Scenario};
 )]
 struct Args {
     /// Scenario directory (holds scenario.json and model.jsonl).
-    #[arg(long, required_unless_present = "tool_loop", conflicts_with = "tool_loop")]
+    #[arg(
+        long,
+        required_unless_present = "tool_loop",
+        conflicts_with = "tool_loop"
+    )]
     scenario: Option<PathBuf>,
     /// Serve a synthetic session of N shell-command steps then `DONE` (prompt:
     /// `dsh_testkit::synthetic::TOOL_LOOP_PROMPT`).
