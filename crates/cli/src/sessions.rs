@@ -4,12 +4,10 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 
-use crate::config::dsh_home;
-
-fn store() -> anyhow::Result<SessionStore> {
-    Ok(SessionStore::new(dsh_home()?))
+fn store() -> anyhow::Result<JsonlStore> {
+    Ok(JsonlStore::new(dsh_host::config::dsh_home()?))
 }
 
 pub fn list() -> anyhow::Result<ExitCode> {

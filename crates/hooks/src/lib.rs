@@ -1,34 +1,65 @@
-//! `dsh-hooks`: the Claude Code and Codex hook bridges (upstream `hooks-claude-code`,
-//! `hooks-codex`).
+//! `dsh-hooks`: the Claude Code and Codex command-hook bridges (upstream `hooks-claude-code`,
+//! `hooks-codex`, and their shared `hook-protocol`).
 //!
-//! Owns: reading a hook configuration file ([`HooksConfig`]), running its `PreToolUse` /
-//! `PostToolUse` command hooks (`bash -c` in the session cwd, JSON payload on stdin, timeout,
-//! bounded output), mapping their answers onto the tool pipeline (a `tools/pre-execute`
-//! listener that denies/asks, a `tools/post-execute` listener that blocks or adds context), and
-//! the `hook/invoked` / `hook/result` event shapes ([`HookEvent`]).
-//! Does not own: where the events go or which cwd a session has — the composition provides a
-//! [`HookSink`] as a kernel service on each agent's scope (it appends to the session log).
-//! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
+//! Owns: the hook file format and its lenient parsing (whole-file rejection on an invalid
+//! matcher), ECMAScript matcher semantics, running one hook through a [`HookExecutor`],
+//! decoding its output, merging the outputs of one point, the durable `hook/invoked` /
+//! `hook/result` events, and the bridge itself: every event either dialect supports wired to
+//! its seam — `SessionStart` (`agent/session-start`, detached), `UserPromptSubmit`
+//! (`agent/pre-step`), `PreToolUse` / `PostToolUse` (`tools/pre-execute` / `post-execute`),
+//! `Stop` (`agent/turn-stopping`), `SubagentStart` / `SubagentStop` (called by the subagent
+//! runtime's lifecycle notifications).
+//! Does not own: where the hook file is configured (the plugin's config table), the approval
+//! service an `ask` is routed to (the tool registry does that), how child environments are
+//! filtered (the executor is given its environment).
+//! Must not depend on: front-ends, concrete tool crates.
 
 mod bridge;
+mod codec;
 mod config;
 mod event;
-mod runner;
+mod exec;
+mod matcher;
+mod merge;
+mod plugin;
 
-use std::path::PathBuf;
-
-pub use bridge::install;
-pub use config::DEFAULT_TIMEOUT;
-pub use config::Handler;
-pub use config::HooksConfig;
+pub use bridge::BridgeSettings;
+pub use bridge::HandlerCounter;
+pub use bridge::HookBridge;
+pub use bridge::Loaded;
+pub use bridge::SubagentRun;
+pub use codec::Decision;
+pub use codec::HookOutput;
+pub use codec::parse_hook_output;
+pub use config::CommandHook;
+pub use config::Group;
+pub use config::HookFile;
+pub use config::LoadError;
+pub use config::Substitutions;
 pub use event::HookEvent;
-pub use event::HookSink;
-pub use runner::HookOutcome;
-pub use runner::HookRun;
-pub use runner::run_command;
+pub use event::summarize_stderr;
+pub use exec::EnvSource;
+pub use exec::ExecOutput;
+pub use exec::ExecRequest;
+pub use exec::HookExecutor;
+pub use exec::LocalExecutor;
+pub use matcher::Matcher;
+pub use merge::Merged;
+pub use merge::MergedDecision;
+pub use merge::merge_outputs;
+pub use plugin::ClaudeCode;
+pub use plugin::Codex;
+pub use plugin::DialectMarker;
+pub use plugin::HooksPlugin;
+pub use plugin::HooksSettings;
+
+/// `hookSpecificOutput`'s upstream default timeout (`DEFAULT_HOOK_TIMEOUT_MS`).
+pub const DEFAULT_TIMEOUT_MS: f64 = 600_000.0;
+/// Upstream's `DEFAULT_STDERR_SUMMARY_MAX_CHARS`.
+pub const DEFAULT_STDERR_SUMMARY_MAX_CHARS: usize = 500;
 
 /// Which upstream bridge a configuration belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Dialect {
     #[default]
     ClaudeCode,
@@ -36,7 +67,8 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// The `dialect` of `hook/invoked` and the prefix of handler ids.
+    /// The `dialect` of `hook/invoked`, the prefix of handler ids and the matcher diagnostic's
+    /// mode.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ClaudeCode => "claude-code",
@@ -44,47 +76,65 @@ impl Dialect {
         }
     }
 
-    /// The plugin name: the `plugin` of context messages' `{kind:"plugin"}` source.
+    /// The plugin name: the `plugin` of context messages' `{kind:"plugin"}` source and the
+    /// prefix of every warning.
     pub fn plugin(self) -> &'static str {
         match self {
             Self::ClaudeCode => "hooks-claude-code",
             Self::Codex => "hooks-codex",
         }
     }
+
+    /// The events this dialect reads from a hook file, in upstream's reading order.
+    pub fn events(self) -> &'static [Event] {
+        match self {
+            Self::ClaudeCode => &[
+                Event::SessionStart,
+                Event::UserPromptSubmit,
+                Event::PreToolUse,
+                Event::PostToolUse,
+                Event::Stop,
+                Event::SubagentStart,
+                Event::SubagentStop,
+            ],
+            Self::Codex => &[
+                Event::PreToolUse,
+                Event::PostToolUse,
+                Event::SessionStart,
+                Event::UserPromptSubmit,
+                Event::Stop,
+            ],
+        }
+    }
 }
 
-/// The tool events the bridges handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Point {
+/// A bridged hook event (the `point` of `hook/*` events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    SessionStart,
+    UserPromptSubmit,
     PreToolUse,
     PostToolUse,
+    Stop,
+    SubagentStart,
+    SubagentStop,
 }
 
-impl Point {
+impl Event {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::Stop => "Stop",
+            Self::SubagentStart => "SubagentStart",
+            Self::SubagentStop => "SubagentStop",
         }
     }
 
-    /// The event key of a configuration file. Codex also accepts its snake_case names.
-    pub fn from_event_name(dialect: Dialect, name: &str) -> Option<Self> {
-        match (dialect, name) {
-            (_, "PreToolUse") | (Dialect::Codex, "pre_tool_use") => Some(Self::PreToolUse),
-            (_, "PostToolUse") | (Dialect::Codex, "post_tool_use") => Some(Self::PostToolUse),
-            _ => None,
-        }
+    /// Whether the event has a matcher subject (`UserPromptSubmit` and `Stop` discard theirs).
+    pub fn has_matcher(self) -> bool {
+        !matches!(self, Self::UserPromptSubmit | Self::Stop)
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum HooksError {
-    #[error("cannot read hook configuration {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid hook configuration {}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
 }

@@ -15,9 +15,9 @@ use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_protocol::StreamChunk;
 use dsh_session::CreateOptions;
+use dsh_session::JsonlStore;
 use dsh_session::SessionHeader;
 use dsh_session::SessionLog;
-use dsh_session::SessionStore;
 use dsh_session::SurfaceIntent;
 use dsh_session::data::AssistantChunk;
 use dsh_session::data::AssistantMessage;
@@ -106,7 +106,7 @@ fn append(c: &mut Criterion) {
     group.throughput(Throughput::Elements(EVENTS_PER_STEP));
 
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let log = store
         .create(CreateOptions {
             cwd: Some(home.path().to_path_buf()),

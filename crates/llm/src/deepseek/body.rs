@@ -285,6 +285,18 @@ fn message_has_image(message: &Message) -> bool {
     any_image(&message.content)
 }
 
+/// Whether any message carries an image (then the body is built whole, images resolved).
+pub(crate) fn has_image(messages: &[std::sync::Arc<Message>]) -> bool {
+    fn any_image(blocks: &[ContentBlock]) -> bool {
+        blocks.iter().any(|block| match block {
+            ContentBlock::Image { .. } => true,
+            ContentBlock::ToolResult { content, .. } => any_image(content),
+            _ => false,
+        })
+    }
+    messages.iter().any(|message| any_image(&message.content))
+}
+
 #[cfg(test)]
 #[path = "body_tests.rs"]
 mod tests;
