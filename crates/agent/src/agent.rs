@@ -315,6 +315,21 @@ impl AgentHandle {
         &self.inner.log
     }
 
+    /// The explicit `maxTokens` it was built with (`None` = adapter default).
+    pub fn max_tokens(&self) -> Option<u64> {
+        self.inner.max_tokens
+    }
+
+    /// `true` when both handles address the same agent.
+    pub fn same(&self, other: &AgentHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// `true` once disposal has begun (later sends fail).
+    pub fn is_disposing(&self) -> bool {
+        lock(&self.inner.state).disposing
+    }
+
     pub fn hooks(&self) -> &Arc<AgentHooks> {
         &self.inner.hooks
     }
@@ -539,7 +554,13 @@ impl AgentHandle {
                 agent: self.inner.id.clone(),
                 status: AgentStatus::Idle,
             });
-            self.inner.idle.send_replace(true);
+            // Decided under the lock: a send that woke the agent, or a maintenance phase begun,
+            // since the phase went idle (from a status listener or another thread) must not be
+            // reported idle.
+            let state = lock(&self.inner.state);
+            if matches!(state.phase, Phase::Idle) {
+                self.inner.idle.send_replace(true);
+            }
         }
         next
     }

@@ -260,6 +260,8 @@ impl Host {
         let store = options
             .store
             .unwrap_or_else(|| Arc::new(JsonlStore::new(options.config.home.clone())));
+        // Plugins that keep sessions of their own (subagent children) create them here too.
+        root.provide::<dyn SessionStore>(store.clone())?;
         let (reports, _) = broadcast::channel(16);
         let host = Self {
             inner: Arc::new(Inner {

@@ -467,6 +467,11 @@ impl SessionLog {
         self.last_of_kind(kind::REQUEST_HEADER)
     }
 
+    /// The latest `request/context` event, kept as the log grows (no scan per request).
+    pub fn request_context(&self) -> Option<Arc<Event>> {
+        self.last_of_kind(kind::REQUEST_CONTEXT)
+    }
+
     /// A receiver of every event committed from now on. A receiver that falls more than
     /// 4096 events behind gets `RecvError::Lagged` (and should re-read `events_since`).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {

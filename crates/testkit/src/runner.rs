@@ -18,9 +18,6 @@ use crate::{acp, headless, workspace};
 /// Scenario features `dsh` does not implement yet. A scenario needing any of them is skipped.
 /// This is the one place to edit as features land.
 pub const NOT_IMPLEMENTED: &[&str] = &[
-    "subagent",
-    "workflow",
-    "ralph",
     "lsp",
     "pty",
     "session-query",
@@ -160,11 +157,32 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// The features of `features` that are in [`NOT_IMPLEMENTED`].
+/// Test-only fixtures `dsh` provides, by the name a scenario's `fixture_plugins` entry starts
+/// with. The harness gets the names a scenario needs in `DSH_TEST_FIXTURES`.
+pub const FIXTURES: &[&str] = &["subagent-report-fence", "workspace-context-compaction"];
+
+/// The variable that names the fixtures a run needs.
+pub const FIXTURES_ENV: &str = "DSH_TEST_FIXTURES";
+
+/// The fixture name of a `fixture_plugins` entry (its first word).
+pub fn fixture_name(entry: &str) -> &str {
+    entry.split_whitespace().next().unwrap_or_default()
+}
+
+/// The features of `features` that are in [`NOT_IMPLEMENTED`]. `test-fixture` counts as
+/// implemented when every fixture the scenario names is one of [`FIXTURES`].
 pub fn missing_features(features: &[String]) -> Vec<String> {
+    missing_features_with(features, &[])
+}
+
+/// [`missing_features`] for a scenario that needs `fixtures`.
+pub fn missing_features_with(features: &[String], fixtures: &[String]) -> Vec<String> {
+    let fixtures_known =
+        !fixtures.is_empty() && fixtures.iter().all(|f| FIXTURES.contains(&fixture_name(f)));
     features
         .iter()
         .filter(|f| NOT_IMPLEMENTED.contains(&f.as_str()))
+        .filter(|f| !(f.as_str() == "test-fixture" && fixtures_known))
         .cloned()
         .collect()
 }
@@ -206,7 +224,7 @@ pub async fn run_scenario(dir: &Path, opts: &RunnerOptions) -> ScenarioReport {
         }
     };
     let name = format!("{}/{}", scenario.spec.suite, scenario.spec.name);
-    let missing = missing_features(&scenario.spec.features);
+    let missing = missing_features_with(&scenario.spec.features, &scenario.spec.fixture_plugins);
     if !missing.is_empty() {
         return ScenarioReport {
             name,
@@ -277,7 +295,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
     .map_err(|e| e.to_string())?;
     // Held until the judged run is over; dropping it stops the servers.
     let _aux = crate::aux_server::start(&scenario.dir).await?;
-    let env = spec
+    let mut env: Vec<(String, String)> = spec
         .env
         .iter()
         .map(|(k, v)| {
@@ -285,6 +303,14 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             (k.clone(), v)
         })
         .collect();
+    if !spec.fixture_plugins.is_empty() {
+        let names: Vec<&str> = spec
+            .fixture_plugins
+            .iter()
+            .map(|f| fixture_name(f))
+            .collect();
+        env.push((FIXTURES_ENV.to_owned(), names.join(",")));
+    }
     let ctx = RunContext {
         bin: opts.bin.clone(),
         workspace: ws.path().to_path_buf(),
