@@ -588,9 +588,25 @@ impl Bridge {
         }
         self.tasks.close();
         self.tasks.wait().await;
+        drain_children(&sessions).await;
         let disposals = sessions.iter().map(|session| session.agent.dispose());
         futures::future::join_all(disposals).await;
         Ok(())
+    }
+}
+
+/// Settles the continuable children the bridge's agents own (and theirs) before the agents
+/// go, so each child closes its own turn and its parent is still there to hear about it.
+async fn drain_children(sessions: &[Arc<Session>]) {
+    let Some(first) = sessions.first() else {
+        return;
+    };
+    let Some(subagents) = first.agent.scope().service::<dsh_subagent::Subagents>() else {
+        return;
+    };
+    let agents: Vec<dsh_agent::AgentHandle> = sessions.iter().map(|s| s.agent.clone()).collect();
+    if let Err(error) = subagents.drain_continuable_descendants(&agents).await {
+        tracing::warn!("acp: continuable subagent teardown failed: {error}");
     }
 }
 

@@ -20,6 +20,7 @@ macro_rules! say {
 }
 
 mod acp;
+mod children;
 mod exec;
 mod host;
 mod mcp_cmd;

@@ -525,3 +525,116 @@ async fn a_running_child_streams_its_progress_into_the_card() {
     }
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_bridge_settles_a_running_continuable_child_in_its_own_log() {
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[plugins.session-title]\nenabled = false\n",
+    )
+    .unwrap();
+    let parent_task = "Start a background helper.";
+    let child_task = "Think for a very long time.";
+    let spec: ScenarioSpec = serde_json::from_value(json!({
+        "suite": "acp", "name": "child-teardown",
+        "sessions": [
+            {"session": 0, "first_user_text": parent_task},
+            {"session": 1, "first_user_text": child_task}
+        ]
+    }))
+    .unwrap();
+    let entries = vec![
+        tool_call_entry(
+            0,
+            0,
+            "call_delegate",
+            "subagent",
+            json!({"description": "Helper", "prompt": child_task}),
+        ),
+        text_entry(1, 0, "PARENT_DONE"),
+        json!({"session": 1, "route": "main", "index": 0, "kind": "hang",
+               "ready_file": "child-waiting", "stream": [{"content": "thinking"}]}),
+    ];
+    let model: Vec<ModelEntry> = entries
+        .into_iter()
+        .map(|e| serde_json::from_value(e).unwrap())
+        .collect();
+    let scenario = Scenario::from_parts(spec, model);
+    let server = ReplayServer::start(
+        &scenario,
+        ([127, 0, 0, 1], 0).into(),
+        Some(workspace.path().to_path_buf()),
+    )
+    .await
+    .unwrap();
+    let mut client = Client::start(home.path(), workspace.path(), &server.url());
+    client
+        .call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+        .await;
+    let created = client
+        .call(
+            "session/new",
+            json!({"cwd": workspace.path(), "mcpServers": []}),
+        )
+        .await;
+    let session = created.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let lines = client
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": parent_task}]}),
+        )
+        .await;
+    assert_eq!(lines.last().unwrap()["result"]["stopReason"], "end_turn");
+    let waiting = workspace.path().join("child-waiting");
+    for _ in 0..400 {
+        if waiting.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(waiting.exists(), "the child never reached the model");
+    // EOF on stdin: the bridge tears down while the child waits on the model.
+    drop(client.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(15), client.child.wait())
+        .await
+        .expect("dsh acp exits after EOF")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    // The child's own log (not crash repair) closes its turn.
+    let mut logs = Vec::new();
+    let mut stack = vec![home.path().join("sessions")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                logs.push(path);
+            }
+        }
+    }
+    let child = logs
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .find(|text| text.lines().next().unwrap().contains("\"parentSession\""))
+        .expect("the child's log");
+    let events: Vec<serde_json::Value> = child
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (index, event) in events.iter().enumerate() {
+        assert_eq!(event["seq"], json!(index));
+    }
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "turn/end", "{events:#?}");
+    assert_eq!(last["data"]["reason"]["kind"], "aborted", "{last}");
+}

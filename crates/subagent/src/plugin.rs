@@ -37,6 +37,7 @@ use crate::host::NeverApprove;
 use crate::inprocess::InProcessProvider;
 use crate::listing::SessionProjections;
 use crate::runtime::ChildRuntime;
+use crate::service::SubagentEvent;
 use crate::service::Subagents;
 use crate::tools::BackgroundMode;
 use crate::tools::SubagentToolConfig;
@@ -214,6 +215,7 @@ impl Plugin for SubagentPlugin {
                 report_delivery: config.report_delivery,
             },
         );
+        bridge_subagent_hooks(&subagents, ctx);
         // Every top-level session is a root of the agent directory; children register
         // themselves (with their owner) when they are built.
         let roots = directory.clone();
@@ -231,6 +233,32 @@ impl Plugin for SubagentPlugin {
             crate::fixtures::install_report_fence(&host.hooks, directory.clone(), ctx);
         }
         Ok(())
+    }
+}
+
+/// `SubagentStart` / `SubagentStop` of the Claude Code hook bridge (hooks spec §A.8.6). The
+/// bridge is looked up at each event, so a reloaded hook file is picked up without re-applying
+/// this plugin (which would cancel every live child).
+fn bridge_subagent_hooks(subagents: &Arc<Subagents>, ctx: &Scope) {
+    let lookup = ctx.clone();
+    subagents.events().register(ctx, move |event| {
+        let Some(bridge) = lookup.service::<dsh_hooks::HookBridge>() else {
+            return Ok(());
+        };
+        match event {
+            SubagentEvent::Start(info) => bridge.subagent_start(hook_run(info)),
+            SubagentEvent::End { info, .. } => bridge.subagent_end(hook_run(info)),
+            SubagentEvent::ProviderAdded { .. } | SubagentEvent::ProviderRemoved { .. } => {}
+        }
+        Ok(())
+    });
+}
+
+fn hook_run(info: &crate::service::RunInfo) -> dsh_hooks::SubagentRun {
+    dsh_hooks::SubagentRun {
+        run_id: info.run_id.clone(),
+        agent_id: info.id.clone(),
+        child: info.child.clone(),
     }
 }
 

@@ -157,11 +157,8 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// Test-only fixtures `dsh` provides, by the name a scenario's `fixture_plugins` entry starts
-/// with. The harness gets the names a scenario needs in `DSH_TEST_FIXTURES`.
-pub const FIXTURES: &[&str] = &["subagent-report-fence", "workspace-context-compaction"];
-
-/// The variable that names the fixtures a run needs.
+/// The variable that names the test-only fixtures a run needs (each `fixture_plugins`
+/// entry's first word); plugins that provide a fixture mount it only when named here.
 pub const FIXTURES_ENV: &str = "DSH_TEST_FIXTURES";
 
 /// The fixture name of a `fixture_plugins` entry (its first word).
@@ -169,20 +166,11 @@ pub fn fixture_name(entry: &str) -> &str {
     entry.split_whitespace().next().unwrap_or_default()
 }
 
-/// The features of `features` that are in [`NOT_IMPLEMENTED`]. `test-fixture` counts as
-/// implemented when every fixture the scenario names is one of [`FIXTURES`].
+/// The features of `features` that are in [`NOT_IMPLEMENTED`].
 pub fn missing_features(features: &[String]) -> Vec<String> {
-    missing_features_with(features, &[])
-}
-
-/// [`missing_features`] for a scenario that needs `fixtures`.
-pub fn missing_features_with(features: &[String], fixtures: &[String]) -> Vec<String> {
-    let fixtures_known =
-        !fixtures.is_empty() && fixtures.iter().all(|f| FIXTURES.contains(&fixture_name(f)));
     features
         .iter()
         .filter(|f| NOT_IMPLEMENTED.contains(&f.as_str()))
-        .filter(|f| !(f.as_str() == "test-fixture" && fixtures_known))
         .cloned()
         .collect()
 }
@@ -224,7 +212,7 @@ pub async fn run_scenario(dir: &Path, opts: &RunnerOptions) -> ScenarioReport {
         }
     };
     let name = format!("{}/{}", scenario.spec.suite, scenario.spec.name);
-    let missing = missing_features_with(&scenario.spec.features, &scenario.spec.fixture_plugins);
+    let missing = missing_features(&scenario.spec.features);
     if !missing.is_empty() {
         return ScenarioReport {
             name,

@@ -2,6 +2,8 @@
 //! worker (subagent-spec §4).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The subagent crate's test support (a replay adapter over `dsh_llm`, sessions in `tempfile`
+// folders) is shared: those two are dev-dependencies here for it.
 #[path = "../../subagent/tests/support/mod.rs"]
 mod support;
 
