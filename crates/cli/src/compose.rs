@@ -126,6 +126,7 @@ pub struct Harness {
     /// `read_image`, MCP images become notices, and ACP never advertises image prompts).
     pub attachments: Option<crate::images::Attachments>,
     shell: crate::shell::ShellPlugin,
+    reach: crate::reach::ReachPlugins,
 }
 
 impl Harness {
@@ -225,6 +226,7 @@ impl Harness {
             &root,
             spill_enabled.then_some(&spill),
         )?;
+        let reach = crate::reach::ReachPlugins::mount(&config, &root, &shell)?;
         let store = SessionStore::new(config.home.clone());
         Ok(Self {
             config,
@@ -236,6 +238,7 @@ impl Harness {
             spill: spill_enabled.then_some(spill),
             attachments,
             shell,
+            reach,
         })
     }
 
@@ -364,6 +367,11 @@ impl Harness {
             .service::<SessionState>()
             .context("the session has no permission state")?;
         let (old_mode, old_never) = state.permissions();
+        if let Some(terminals) = agent.scope().service::<dsh_terminal::TerminalService>() {
+            terminals
+                .check_mode_switch(agent.id(), old_mode.as_str(), preset.sandbox.as_str())
+                .map_err(|e| anyhow::anyhow!(e.message))?;
+        }
         *state
             .permissions
             .lock()
@@ -417,6 +425,7 @@ impl Harness {
             ));
         }
         sections.extend(self.shell.prompt_sections());
+        sections.extend(self.reach.prompt_sections());
         if self.config.plugin_enabled("web", true).unwrap_or(true) {
             let (id, order) = dsh_tool_web::SECTION;
             sections.push(Section::new(

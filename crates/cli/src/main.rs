@@ -12,6 +12,7 @@ mod config;
 mod exec;
 mod images;
 mod mcp_cmd;
+mod reach;
 mod sessions;
 mod settings;
 mod shell;

@@ -48,6 +48,8 @@ pub struct ShellPlugin {
     jobs: Option<Arc<JobsRuntime>>,
     enabled: bool,
     background: bool,
+    /// The per-call shell context; terminals reuse it so they get bash's sandbox and env.
+    resolve: Option<dsh_tool_shell::register::ContextResolver>,
 }
 
 /// An idle owner is woken by job notices at most this many times in a row.
@@ -66,6 +68,7 @@ impl ShellPlugin {
                 jobs: None,
                 enabled: false,
                 background: false,
+                resolve: None,
             });
         }
         let jobs = JobsRuntime::new(JobsConfig::default());
@@ -89,43 +92,62 @@ impl ShellPlugin {
         );
         let home = config.home.clone();
         let runtime = jobs.clone();
-        let resolve = Arc::new(move |run: &ToolRun| -> Result<ShellContext, ToolError> {
-            let agent = run
-                .agent()
-                .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
-            let state = agent
-                .scope()
-                .service::<SessionState>()
-                .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
-            let mut ctx = ShellContext::new(state.cwd.clone(), state.id.clone());
-            ctx.dsh_home = Some(home.clone());
-            ctx.session_jsonl = state.jsonl.clone();
-            let (mode, never) = state.permissions();
-            let approval = if never {
-                ApprovalPolicy::Never
-            } else {
-                ApprovalPolicy::Ask
-            };
-            ctx.sandbox = Some(SandboxPolicy::new(mode, &state.cwd).with_approval(approval));
-            ctx.config = bash.clone();
-            ctx.spill = spill_store.clone();
-            ctx.jobs = Some(runtime.clone());
-            ctx.owner = Some(OwnerId::new(agent.id()));
-            Ok(ctx)
-        });
+        let resolve: dsh_tool_shell::register::ContextResolver =
+            Arc::new(move |run: &ToolRun| -> Result<ShellContext, ToolError> {
+                let agent = run
+                    .agent()
+                    .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
+                let state = agent
+                    .scope()
+                    .service::<SessionState>()
+                    .ok_or_else(|| ToolError::new("bash requires an owning agent session"))?;
+                let mut ctx = ShellContext::new(state.cwd.clone(), state.id.clone());
+                ctx.dsh_home = Some(home.clone());
+                ctx.session_jsonl = state.jsonl.clone();
+                let (mode, never) = state.permissions();
+                let approval = if never {
+                    ApprovalPolicy::Never
+                } else {
+                    ApprovalPolicy::Ask
+                };
+                ctx.sandbox = Some(SandboxPolicy::new(mode, &state.cwd).with_approval(approval));
+                ctx.config = bash.clone();
+                ctx.spill = spill_store.clone();
+                ctx.jobs = Some(runtime.clone());
+                ctx.owner = Some(OwnerId::new(agent.id()));
+                Ok(ctx)
+            });
         let tools = ShellTools {
-            resolve,
+            resolve: resolve.clone(),
             jobs: jobs.clone(),
             job_config: JobToolsConfig::default(),
             run_in_background: settings.bash.run_in_background,
             sandbox: Some(sandbox),
         };
-        dsh_tool_shell::register_shell_tools(registry, root, &tools)?;
+        // Persistent bash (`[plugins.bash-persistent]`) takes the `bash` name instead.
+        let persistent = config.plugin_enabled("bash-persistent", false)?;
+        for definition in dsh_tool_shell::shell_tool_definitions(&tools)? {
+            if persistent && definition.name() == dsh_tool_shell::bash::BASH_TOOL_NAME {
+                continue;
+            }
+            registry.register(root, definition)?;
+        }
         Ok(Self {
             jobs: Some(jobs),
             enabled: true,
             background: settings.bash.run_in_background,
+            resolve: Some(resolve),
         })
+    }
+
+    /// The per-call shell context resolver (`None` when bash is disabled).
+    pub fn resolver(&self) -> Option<dsh_tool_shell::register::ContextResolver> {
+        self.resolve.clone()
+    }
+
+    /// The jobs runtime (`None` when bash is disabled).
+    pub fn jobs(&self) -> Option<Arc<JobsRuntime>> {
+        self.jobs.clone()
     }
 
     pub fn prompt_sections(&self) -> Vec<Section> {

@@ -71,6 +71,19 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
         // The other compositions had no LLM title provider (and no title route to replay).
         toml.push_str("[plugins.session-title]\nenabled = false\n\n");
     }
+    // Issue #17 capabilities: an overlay (or a feature tag) that composes them.
+    let features: Vec<&str> = spec.features.iter().map(String::as_str).collect();
+    let overlay = |words: &[&str]| {
+        files
+            .iter()
+            .any(|file| words.iter().any(|word| file.contains(word)))
+    };
+    if features.contains(&"pty") || overlay(&["terminal", "pty"]) {
+        toml.push_str("[plugins.terminal]\nenabled = true\n\n");
+    }
+    if overlay(&["bash-persistent", "persistent-bash"]) {
+        toml.push_str("[plugins.bash-persistent]\nenabled = true\n\n");
+    }
     if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
         let _ = write!(toml, "[tools]\nmode = {}\n\n", quote(mode));
     }

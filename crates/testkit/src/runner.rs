@@ -22,7 +22,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "workflow",
     "ralph",
     "lsp",
-    "pty",
     "goal",
     "session-query",
     "dynamic-packages",

@@ -102,7 +102,9 @@ impl ShellContext {
         env
     }
 
-    pub(crate) fn child_env(&self) -> Vec<(String, String)> {
+    /// The environment a child of this context gets: the base scrubbed of secrets and stale
+    /// `DSH_*` values, plus the managed snapshot (terminals reuse it).
+    pub fn child_env(&self) -> Vec<(String, String)> {
         let managed = self.managed_env();
         match &self.base_env {
             Some(base) => crate::process::child_env(base.iter().cloned(), &managed),

@@ -150,6 +150,13 @@ impl SandboxPolicy {
         self.runner.launch(self.mode, &self.workspace_root, cwd)
     }
 
+    /// The confining wrapper for a program started in `cwd` under this policy: the wrapper
+    /// program and the arguments placed before the confined argv. `None` runs unconfined.
+    /// Terminals use it so a PTY shell gets exactly the confinement `bash` gets.
+    pub fn wrapper(&self, cwd: &Path) -> Option<(PathBuf, Vec<OsString>)> {
+        self.launch(cwd).map(|launch| (launch.program, launch.args))
+    }
+
     pub fn writable_roots(&self) -> Vec<PathBuf> {
         match self.mode {
             SandboxMode::ReadOnly => Vec::new(),

@@ -1,0 +1,153 @@
+//! Issue #17's capability plugins through the real `dsh` binary against the replay server:
+//! a scripted model calls the tools, the log shows the exact results.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::path::PathBuf;
+
+use dsh_testkit::replay::ReplayServer;
+use dsh_testkit::scenario::ModelEntry;
+use dsh_testkit::scenario::Scenario;
+use dsh_testkit::scenario::ScenarioSpec;
+use serde_json::Value;
+use serde_json::json;
+
+/// A scenario: one response per list of tool calls, then a final answer.
+fn scenario(task: &str, steps: &[Vec<(&str, Value)>]) -> Scenario {
+    let spec: ScenarioSpec = serde_json::from_value(json!({
+        "suite": "checklist", "name": "reach",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let mut entries: Vec<Value> = Vec::new();
+    for (index, calls) in steps.iter().enumerate() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                json!({"id": format!("call_{index}_{i}"), "name": name, "arguments": args.to_string()})
+            })
+            .collect();
+        entries.push(
+            json!({"session": 0, "route": "main", "index": index, "kind": "response",
+            "tool_calls": calls, "finish_reason": "tool_calls",
+            "usage": {"prompt_tokens": 5, "completion_tokens": 6}}),
+        );
+    }
+    entries.push(
+        json!({"session": 0, "route": "main", "index": steps.len(), "kind": "response",
+        "content": "Done.", "finish_reason": "stop",
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2}}),
+    );
+    let entries = entries
+        .into_iter()
+        .map(|e| serde_json::from_value::<ModelEntry>(e).unwrap())
+        .collect();
+    Scenario::from_parts(spec, entries)
+}
+
+fn session_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            session_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            out.push(path);
+        }
+    }
+}
+
+/// The `tool/result` texts of the only stored session, in order.
+fn results(home: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    session_files(&home.join("sessions"), &mut files);
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            e["data"]["message"]["content"][0]["content"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{e}"))
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<String>()
+        })
+        .collect()
+}
+
+/// Runs `dsh exec` with `config` as the user config against `scenario`.
+async fn run(
+    config: &str,
+    task: &str,
+    scenario: &Scenario,
+) -> (tempfile::TempDir, tempfile::TempDir, std::process::Output) {
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("[plugins.session-title]\nenabled = false\n\n[plugins.sandbox]\nmode = \"danger-full-access\"\n\n{config}"),
+    )
+    .unwrap();
+    let server = ReplayServer::start(scenario, ([127, 0, 0, 1], 0).into(), None)
+        .await
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["exec", task])
+        .current_dir(workspace.path())
+        .env("HOME", home.path())
+        .env("DSH_HOME", home.path())
+        .env("DEEPSEEK_API_KEY", "replay-key")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .env_remove("DSH_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (workspace, home, out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_tools_and_persistent_bash_run_in_the_session() {
+    let task = "use a terminal";
+    let scenario = scenario(
+        task,
+        &[
+            vec![("terminal_open", json!({"type": "shell"}))],
+            vec![(
+                "terminal_send",
+                json!({"sessionId": "pty-1", "text": "echo from-pty"}),
+            )],
+            vec![("bash", json!({"command": "cd /tmp"}))],
+            vec![("bash", json!({"command": "pwd"}))],
+            vec![("terminal_close", json!({"sessionId": "pty-1"}))],
+        ],
+    );
+    let config =
+        "[plugins.terminal]\nenabled = true\n\n[plugins.bash-persistent]\nenabled = true\n";
+    let (_workspace, home, _out) = run(config, task, &scenario).await;
+    let results = results(home.path());
+    assert_eq!(results.len(), 5, "{results:?}");
+    assert!(
+        results[0].starts_with("started terminal session pty-1 [type: shell]\n"),
+        "{results:?}"
+    );
+    assert!(results[1].contains("\nfrom-pty\n"), "{results:?}");
+    assert!(
+        results[1].ends_with("\n[wait: stdin_read]\n[session: running]"),
+        "{results:?}"
+    );
+    assert_eq!(results[2], "");
+    assert_eq!(results[3], "/tmp");
+    assert_eq!(results[4], "closed terminal session pty-1");
+}
