@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 use std::sync::PoisonError;
+use std::sync::Weak;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 
@@ -29,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use crate::error::AgentError;
 use crate::hooks::AgentEvent;
 use crate::hooks::AgentHooks;
+use crate::hooks::SessionSource;
+use crate::hooks::SessionStarted;
 use crate::inbox::Inbox;
 use crate::prompt::PromptConfig;
 use crate::prompt::PromptRegistry;
@@ -84,6 +87,12 @@ pub(crate) enum Phase {
         cause: Option<CancelCause>,
         latch: bool,
     },
+    /// Idle admission reserved by [`AgentHandle::begin_maintenance`]: public status stays idle,
+    /// waking sends latch until it ends.
+    Maintenance {
+        abort: CancellationToken,
+        latch: bool,
+    },
 }
 
 impl Phase {
@@ -121,7 +130,7 @@ pub(crate) struct Inner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) gate: Mutex<()>,
     pub(crate) state: Mutex<State>,
-    idle: watch::Sender<bool>,
+    pub(crate) idle: watch::Sender<bool>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -142,6 +151,7 @@ impl Agent {
             agent: handle.inner.id.clone(),
             resumed: false,
         });
+        handle.started(SessionSource::Startup);
         Ok(handle)
     }
 
@@ -154,9 +164,13 @@ impl Agent {
             agent: handle.inner.id.clone(),
             resumed: true,
         });
+        handle.started(SessionSource::Resume);
         Ok(handle)
     }
 }
+
+/// The weak self-reference an agent provides on its own scope ([`AgentHandle::from_scope`]).
+pub(crate) struct AgentRef(Weak<Inner>);
 
 /// A cloneable handle to one agent; all clones address the same actor.
 #[derive(Clone)]
@@ -204,7 +218,7 @@ impl AgentHandle {
         let prompts = scope.service::<PromptRegistry>();
         let cwd = config.cwd.or_else(|| config.log.header().cwd.clone());
         let (idle, _) = watch::channel(true);
-        Ok(Self {
+        let handle = Self {
             inner: Arc::new(Inner {
                 id: config.id,
                 cwd,
@@ -231,7 +245,35 @@ impl AgentHandle {
                 }),
                 idle,
             }),
-        })
+        };
+        // Weak, so the scope's service table does not keep the agent alive.
+        handle
+            .inner
+            .scope
+            .provide(Arc::new(AgentRef(Arc::downgrade(&handle.inner))))?;
+        Ok(handle)
+    }
+
+    /// The agent whose scope is `scope` or an ancestor of it (e.g. a tool call's subject),
+    /// while it lives.
+    pub fn from_scope(scope: &Scope) -> Option<AgentHandle> {
+        let agent = scope.nearest_agent()?;
+        agent
+            .service::<AgentRef>()?
+            .0
+            .upgrade()
+            .map(|inner| AgentHandle { inner })
+    }
+
+    fn started(&self, source: SessionSource) {
+        let event = SessionStarted {
+            agent: self.clone(),
+            source,
+        };
+        self.inner
+            .hooks
+            .session_start
+            .emit(Some(&self.inner.scope), &event);
     }
 
     pub fn id(&self) -> &str {
@@ -251,9 +293,28 @@ impl AgentHandle {
         &self.inner.hooks
     }
 
+    /// The route of the agent options (what the first request uses unless a listener changes it).
+    pub fn provider(&self) -> &str {
+        &self.inner.provider
+    }
+
+    pub fn model(&self) -> &str {
+        &self.inner.model
+    }
+
+    /// The adapter serving the agent's provider (side requests such as summaries use it).
+    pub fn adapter(&self) -> &Arc<dyn ModelAdapter> {
+        &self.inner.adapter
+    }
+
+    /// The working directory (the agent option, else the session header's).
+    pub fn cwd(&self) -> Option<&str> {
+        self.inner.cwd.as_deref()
+    }
+
     pub fn status(&self) -> AgentStatus {
         match lock(&self.inner.state).phase {
-            Phase::Idle => AgentStatus::Idle,
+            Phase::Idle | Phase::Maintenance { .. } => AgentStatus::Idle,
             Phase::Running { .. } => AgentStatus::Running,
         }
     }
@@ -284,7 +345,9 @@ impl AgentHandle {
             if let Err(error) = self.clear_inbox() {
                 tracing::warn!(agent = %self.inner.id, %error, "cancel could not clear the inbox");
             }
-            if let Phase::Running { latch, .. } = &mut lock(&self.inner.state).phase {
+            if let Phase::Running { latch, .. } | Phase::Maintenance { latch, .. } =
+                &mut lock(&self.inner.state).phase
+            {
                 *latch = false;
             }
         }
@@ -299,6 +362,8 @@ impl AgentHandle {
             if current.is_none() {
                 *current = Some(cause);
             }
+            abort.cancel();
+        } else if let Phase::Maintenance { abort, .. } = &state.phase {
             abort.cancel();
         }
     }
@@ -342,7 +407,7 @@ impl AgentHandle {
             Phase::Running {
                 cause: Some(cause), ..
             } => cause.clone(),
-            Phase::Running { .. } | Phase::Idle => AbortReason::User,
+            Phase::Running { .. } | Phase::Idle | Phase::Maintenance { .. } => AbortReason::User,
         }
     }
 
@@ -361,6 +426,12 @@ impl AgentHandle {
                     true
                 }
                 Phase::Idle => false,
+                Phase::Maintenance { latch, .. } => {
+                    if !disposing {
+                        *latch = true;
+                    }
+                    false
+                }
                 Phase::Running {
                     abort,
                     cause,
@@ -395,7 +466,7 @@ impl AgentHandle {
                 Phase::Running { abort, .. } if !abort.is_cancelled() => {
                     (abort.clone(), state.last_turn + 1)
                 }
-                Phase::Running { .. } | Phase::Idle => return None,
+                Phase::Running { .. } | Phase::Idle | Phase::Maintenance { .. } => return None,
             }
         };
         if let Err(error) = self

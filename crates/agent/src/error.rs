@@ -28,6 +28,9 @@ pub enum AgentError {
     /// The kernel refused (the parent scope is disposed).
     #[error(transparent)]
     Kernel(#[from] dsh_kernel::KernelError),
+    /// Maintenance needs an idle agent with no queued prompt.
+    #[error("agent {0:?} is not idle or has queued work")]
+    NotIdle(String),
     /// A persisted inbox splice does not apply to the restored inbox.
     #[error("inconsistent persisted inbox at seq {seq}: {reason}")]
     InconsistentInbox { seq: u64, reason: String },

@@ -123,11 +123,36 @@ pub enum AgentEvent {
     },
 }
 
+/// Where a session came from, for `agent/session-start` listeners (hook matchers use
+/// [`SessionSource::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionSource {
+    Startup,
+    Resume,
+}
+
+impl SessionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Startup => "startup",
+            Self::Resume => "resume",
+        }
+    }
+}
+
+/// `agent/session-start` with the live agent, so listeners can `inject` or keep per-agent
+/// state (emitted right after [`AgentEvent::SessionStart`], same subject).
+pub struct SessionStarted {
+    pub agent: AgentHandle,
+    pub source: SessionSource,
+}
+
 pub type PreStepHook = Waterfall<PreStepInput, Result<PreStepDecision, HookError>>;
 pub type RequestHook = Waterfall<RequestInput, Result<CallConfig, HookError>>;
 pub type RequestErrorHook = Waterfall<RequestErrorInput, Result<Option<Recovery>, HookError>>;
 pub type TurnStoppingHook = Serial<TurnStopping>;
 pub type AgentEventHook = Observe<AgentEvent>;
+pub type SessionStartHook = Observe<SessionStarted>;
 
 /// The hook set of the agent loop.
 pub struct AgentHooks {
@@ -136,6 +161,7 @@ pub struct AgentHooks {
     pub request_error: RequestErrorHook,
     pub turn_stopping: TurnStoppingHook,
     pub events: AgentEventHook,
+    pub session_start: SessionStartHook,
 }
 
 impl Default for AgentHooks {
@@ -146,6 +172,7 @@ impl Default for AgentHooks {
             request_error: Waterfall::new("agent/request-error"),
             turn_stopping: Serial::new("agent/turn-stopping"),
             events: Observe::new("agent/event"),
+            session_start: Observe::new("agent/session-start"),
         }
     }
 }

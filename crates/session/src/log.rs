@@ -478,6 +478,21 @@ impl SessionLog {
         }
     }
 
+    /// Makes the session exist on disk now, even before its first event: a session created
+    /// in one process can then be listed and resumed from another. A no-op for in-memory logs
+    /// and for files already written.
+    pub fn persist(&self) -> Result<(), SessionError> {
+        let _gate = lock(&self.inner.gate);
+        let mut guard = lock(&self.inner.state);
+        let state = &mut *guard;
+        let Some(sink) = state.sink.as_mut() else {
+            return Ok(());
+        };
+        sink.materialize_now(&state.events[state.persisted..])?;
+        state.persisted = state.events.len();
+        Ok(())
+    }
+
     /// Durability checkpoint: fsyncs the file (no-op for in-memory logs).
     pub fn flush(&self) -> Result<(), SessionError> {
         match lock(&self.inner.state).sink.as_mut() {

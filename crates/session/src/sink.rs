@@ -119,6 +119,21 @@ impl FileSink {
         }
     }
 
+    /// Writes the file now if it does not exist yet: the header plus `pending` (committed but
+    /// not yet stored). A no-op once materialized.
+    pub(crate) fn materialize_now(&mut self, pending: &[Arc<Event>]) -> Result<(), SessionError> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for event in pending {
+            serde_json::to_writer(&mut buf, event.as_ref())
+                .map_err(|err| SessionError::io(&self.path, err.into()))?;
+            buf.push(b'\n');
+        }
+        self.materialize(&buf)
+    }
+
     /// `fdatasync` the file (no-op before materialization or when nothing was written since the
     /// last sync: nothing to lose).
     pub(crate) fn flush(&mut self) -> Result<(), SessionError> {

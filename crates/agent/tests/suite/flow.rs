@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 
 use dsh_agent::AgentEvent;
+use dsh_agent::AgentHandle;
 use dsh_agent::AgentStatus;
 use dsh_agent::PreStepDecision;
 use dsh_agent::scripted::Script;
@@ -666,4 +667,37 @@ async fn item_29_additional_contexts_enter_after_all_results_in_call_order() {
             "step/end"
         ]
     );
+}
+
+#[tokio::test]
+async fn session_start_carries_the_live_agent_and_the_scope_reaches_it() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let rig = Rig::with(Options {
+        setup: Some(Box::new(move |root, hooks, _| {
+            hooks
+                .session_start
+                .register(root, move |event: &dsh_agent::SessionStarted| {
+                    sink.lock()
+                        .unwrap()
+                        .push((event.agent.id().to_owned(), event.source.as_str()));
+                    Ok(())
+                });
+        })),
+        ..Options::default()
+    });
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![("session-test".to_owned(), "startup")]
+    );
+    let child = rig
+        .agent
+        .scope()
+        .child(dsh_kernel::ScopeKind::Plugin, "inner")
+        .unwrap();
+    let found = AgentHandle::from_scope(&child).unwrap();
+    assert_eq!(found.id(), rig.agent.id());
+    assert!(AgentHandle::from_scope(&rig.root).is_none());
+    rig.agent.dispose().await;
+    assert!(AgentHandle::from_scope(&child).is_none());
 }

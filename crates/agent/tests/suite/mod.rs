@@ -2,6 +2,7 @@ mod cancel;
 mod checklist;
 mod flow;
 mod headless;
+mod maintenance;
 mod prompt;
 mod requests;
 mod retry;

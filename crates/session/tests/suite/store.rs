@@ -226,3 +226,38 @@ fn list_shows_id_time_cwd_title_and_count() {
     assert_eq!(list[1].created_at, a.header().created_at);
     assert_eq!(list[1].path, a.path().unwrap());
 }
+
+#[test]
+fn a_persisted_session_exists_before_its_first_event_and_resumes() {
+    let (_home, store) = store();
+    let cwd = std::env::temp_dir();
+    let log = store
+        .create(CreateOptions {
+            id: Some("fresh".into()),
+            cwd: Some(cwd.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(store.find("fresh").unwrap().is_none(), "lazy until asked");
+    log.persist().unwrap();
+    log.persist().unwrap();
+    assert_eq!(file_lines(&log).len(), 1, "the header alone");
+    let listed = store.list().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, "fresh");
+    assert_eq!(
+        listed[0].cwd.as_deref(),
+        Some(cwd.to_string_lossy().as_ref())
+    );
+    drop(log);
+
+    let log = store.resume("fresh").unwrap();
+    assert_eq!(
+        log.header().cwd.as_deref(),
+        Some(cwd.to_string_lossy().as_ref())
+    );
+    full_turn(&log, 1);
+    drop(log);
+    let loaded = store.load("fresh").unwrap();
+    assert!(loaded.events.iter().any(|e| e.kind == kind::TURN_END));
+}

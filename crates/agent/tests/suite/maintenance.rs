@@ -1,0 +1,65 @@
+//! Maintenance admission (ALS §2.4 `runMaintenance`), used by manual compaction.
+
+use dsh_agent::AgentError;
+use dsh_agent::AgentStatus;
+use dsh_agent::CancelCause;
+use dsh_agent::scripted::text_response;
+use dsh_protocol::Message;
+use pretty_assertions::assert_eq;
+
+use super::support::Rig;
+use super::support::idle;
+
+#[tokio::test]
+async fn a_prompt_sent_during_maintenance_waits_and_runs_after_release() {
+    let rig = Rig::new();
+    rig.adapter.push_chunks(text_response("later"));
+    let guard = rig.agent.begin_maintenance().unwrap();
+    assert_eq!(rig.agent.status(), AgentStatus::Idle);
+    // A second reservation, or a busy agent, is refused.
+    assert!(matches!(
+        rig.agent.begin_maintenance(),
+        Err(AgentError::NotIdle(_))
+    ));
+    let prompt = Message::user_text("queued");
+    rig.agent.followup(prompt.clone()).unwrap();
+    tokio::task::yield_now().await;
+    // Queued, not started: no turn was opened.
+    assert_eq!(rig.kinds(), ["agent/inbox/spliced"]);
+    assert_eq!(rig.agent.pending().0, vec![prompt]);
+    drop(guard);
+    idle(&rig.agent).await;
+    assert_eq!(rig.adapter.remaining(), 0);
+    assert_eq!(rig.of("turn/start").len(), 1);
+}
+
+#[tokio::test]
+async fn maintenance_is_refused_while_running_or_with_queued_work() {
+    let rig = Rig::new();
+    rig.adapter
+        .set_chunk_delay(Some(std::time::Duration::from_millis(50)));
+    rig.adapter.push_chunks(text_response("slow"));
+    rig.agent.followup(Message::user_text("go")).unwrap();
+    assert!(matches!(
+        rig.agent.begin_maintenance(),
+        Err(AgentError::NotIdle(_))
+    ));
+    idle(&rig.agent).await;
+    let guard = rig.agent.begin_maintenance().unwrap();
+    drop(guard);
+}
+
+#[tokio::test]
+async fn cancel_fires_the_maintenance_token_and_when_idle_waits_for_release() {
+    let rig = Rig::new();
+    let guard = rig.agent.begin_maintenance().unwrap();
+    let token = guard.token().clone();
+    rig.agent.cancel(CancelCause::User, false);
+    assert!(token.is_cancelled());
+    let agent = rig.agent.clone();
+    let waiter = tokio::spawn(async move { agent.when_idle().await });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!waiter.is_finished());
+    drop(guard);
+    waiter.await.unwrap();
+}
