@@ -100,6 +100,14 @@ enum SessionsCommand {
         /// The session id.
         id: String,
     },
+    /// Write a session's raw log and its descendants' logs as one ZIP archive.
+    Export {
+        /// The session id.
+        id: String,
+        /// Where to write the archive (default `<id>.zip`; `-` for stdout).
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,6 +159,9 @@ fn main() -> ExitCode {
         Some(Command::Sessions {
             command: SessionsCommand::Show { id },
         }) => sessions::show(&id),
+        Some(Command::Sessions {
+            command: SessionsCommand::Export { id, output },
+        }) => reach::export_session(&id, output),
         Some(Command::Config {
             command: ConfigCommand::Show { cwd },
         }) => config_show(cwd),

@@ -16,7 +16,8 @@ use crate::shell::ShellPlugin;
 #[derive(Default)]
 pub struct ReachPlugins {
     /// Held so the plugins stay mounted; the root's disposal unmounts them.
-    _mounted: Vec<Mounted>,
+    #[allow(dead_code)]
+    mounted: Vec<Mounted>,
     sections: Vec<Section>,
 }
 
@@ -33,15 +34,31 @@ fn mount(
 impl ReachPlugins {
     pub fn mount(config: &Config, root: &Scope, shell: &ShellPlugin) -> anyhow::Result<Self> {
         let mut plugins = Self::default();
+        if config.plugin_enabled("session-query", false)? {
+            let plugin = dsh_session_query::SessionQueryPlugin {
+                store: Some(dsh_session::SessionStore::new(config.home.clone())),
+            };
+            plugins.mounted.push(mount(root, config, Arc::new(plugin))?);
+            let tools = config
+                .get("plugins.session-query.tools")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(true);
+            if tools {
+                let (id, order) = dsh_session_query::SECTION;
+                plugins.sections.push(Section::new(
+                    id,
+                    f64::from(order),
+                    dsh_session_query::SECTION_TEXT,
+                ));
+            }
+        }
         if let Some(resolve) = shell.resolver() {
             if config.plugin_enabled("terminal", false)? {
                 let plugin = dsh_terminal::TerminalPlugin {
                     resolve: resolve.clone(),
                     jobs: shell.jobs(),
                 };
-                plugins
-                    ._mounted
-                    .push(mount(root, config, Arc::new(plugin))?);
+                plugins.mounted.push(mount(root, config, Arc::new(plugin))?);
                 let (id, order) = dsh_terminal::SECTION;
                 plugins.sections.push(Section::new(
                     id,
@@ -51,9 +68,7 @@ impl ReachPlugins {
             }
             if config.plugin_enabled("bash-persistent", false)? {
                 let plugin = dsh_terminal::PersistentBashPlugin { resolve };
-                plugins
-                    ._mounted
-                    .push(mount(root, config, Arc::new(plugin))?);
+                plugins.mounted.push(mount(root, config, Arc::new(plugin))?);
             }
         }
         Ok(plugins)
@@ -62,4 +77,38 @@ impl ReachPlugins {
     pub fn prompt_sections(&self) -> Vec<Section> {
         self.sections.clone()
     }
+}
+
+/// A new session joins the session-query corpus while it is live.
+pub fn attach_session(root: &Scope, log: &dsh_session::SessionLog) {
+    if let Some(query) = root.service::<dsh_session_query::SessionQuery>() {
+        query.register_live(log);
+    }
+}
+
+/// `dsh sessions export ID [-o FILE]`.
+pub fn export_session(
+    id: &str,
+    output: Option<std::path::PathBuf>,
+) -> anyhow::Result<std::process::ExitCode> {
+    let store = dsh_session::SessionStore::new(crate::config::dsh_home()?);
+    let query = dsh_session_query::SessionQuery::new(
+        Some(store),
+        dsh_session_query::IndexConfig {
+            open_at: dsh_session_query::OpenAt::Never,
+            ..dsh_session_query::IndexConfig::default()
+        },
+    )
+    .map_err(|e| anyhow::anyhow!(e.message))?;
+    let bytes = dsh_session_query::export::export_session(&query, id)
+        .map_err(|e| anyhow::anyhow!("cannot export session {id}: {}", e.message))?;
+    let path = output.unwrap_or_else(|| std::path::PathBuf::from(format!("{id}.zip")));
+    if path.as_os_str() == "-" {
+        use std::io::Write;
+        std::io::stdout().lock().write_all(&bytes)?;
+    } else {
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("dsh: wrote {}", path.display());
+    }
+    Ok(std::process::ExitCode::SUCCESS)
 }

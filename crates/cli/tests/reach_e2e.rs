@@ -65,7 +65,11 @@ fn results(home: &Path) -> Vec<String> {
     let mut files = Vec::new();
     session_files(&home.join("sessions"), &mut files);
     assert_eq!(files.len(), 1, "{files:?}");
-    std::fs::read_to_string(&files[0])
+    results_of(&files[0])
+}
+
+fn results_of(file: &Path) -> Vec<String> {
+    std::fs::read_to_string(file)
         .unwrap()
         .lines()
         .skip(1)
@@ -90,22 +94,28 @@ async fn run(
 ) -> (tempfile::TempDir, tempfile::TempDir, std::process::Output) {
     let workspace = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
+    let out = run_in(workspace.path(), home.path(), config, task, scenario).await;
+    (workspace, home, out)
+}
+
+async fn run_in(
+    workspace: &Path,
+    home: &Path,
+    config: &str,
+    task: &str,
+    scenario: &Scenario,
+) -> std::process::Output {
     std::fs::write(
-        home.path().join("config.toml"),
+        home.join("config.toml"),
         format!("[plugins.session-title]\nenabled = false\n\n[plugins.sandbox]\nmode = \"danger-full-access\"\n\n{config}"),
     )
     .unwrap();
     let server = ReplayServer::start(scenario, ([127, 0, 0, 1], 0).into(), None)
         .await
         .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+    let out = dsh(workspace, home)
         .args(["exec", task])
-        .current_dir(workspace.path())
-        .env("HOME", home.path())
-        .env("DSH_HOME", home.path())
-        .env("DEEPSEEK_API_KEY", "replay-key")
         .env("DEEPSEEK_BASE_URL", server.url())
-        .env_remove("DSH_LOG")
         .output()
         .unwrap();
     assert_eq!(
@@ -114,7 +124,18 @@ async fn run(
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (workspace, home, out)
+    out
+}
+
+fn dsh(workspace: &Path, home: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
+    command
+        .current_dir(workspace)
+        .env("HOME", home)
+        .env("DSH_HOME", home)
+        .env("DEEPSEEK_API_KEY", "replay-key")
+        .env_remove("DSH_LOG");
+    command
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,4 +171,77 @@ async fn terminal_tools_and_persistent_bash_run_in_the_session() {
     assert_eq!(results[2], "");
     assert_eq!(results[3], "/tmp");
     assert_eq!(results[4], "closed terminal session pty-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_session_finds_an_earlier_one_and_exports_it() {
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config = "[plugins.session-query]\nenabled = true\n";
+    let first = scenario("remember the zanzibar migration plan", &[]);
+    run_in(
+        workspace.path(),
+        home.path(),
+        config,
+        "remember the zanzibar migration plan",
+        &first,
+    )
+    .await;
+    let listed = dsh(workspace.path(), home.path())
+        .args(["sessions", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let first_id = listed.split('\t').next().unwrap().trim().to_owned();
+
+    let task = "what did we plan";
+    let second = scenario(
+        task,
+        &[vec![(
+            "session_search",
+            json!({"query": "zanzibar migration"}),
+        )]],
+    );
+    run_in(workspace.path(), home.path(), config, task, &second).await;
+    let mut files = Vec::new();
+    session_files(&home.path().join("sessions"), &mut files);
+    let later = files
+        .iter()
+        .find(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("what did we plan")
+        })
+        .unwrap();
+    let results = results_of(later);
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].starts_with(&format!(
+            "Session search results (1):\n\n1. Session {first_id} — "
+        )),
+        "{results:?}"
+    );
+    assert!(
+        results[0].contains("Snippet: remember the zanzibar migration plan"),
+        "{results:?}"
+    );
+
+    let out = dsh(workspace.path(), home.path())
+        .args(["sessions", "export", &first_id, "-o", "out.zip"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unzip = std::process::Command::new("unzip")
+        .arg("-p")
+        .arg(workspace.path().join("out.zip"))
+        .arg(format!("{first_id}.jsonl"))
+        .output()
+        .unwrap();
+    let original = std::fs::read(files.iter().find(|f| **f != *later).unwrap()).unwrap();
+    assert_eq!(unzip.stdout, original);
 }

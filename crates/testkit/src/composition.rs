@@ -81,6 +81,9 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
     if features.contains(&"pty") || overlay(&["terminal", "pty"]) {
         toml.push_str("[plugins.terminal]\nenabled = true\n\n");
     }
+    if features.contains(&"session-query") || overlay(&["session-query"]) {
+        toml.push_str("[plugins.session-query]\nenabled = true\n\n[plugins.session-query.index]\nopen_at = \"startup\"\n\n");
+    }
     if overlay(&["bash-persistent", "persistent-bash"]) {
         toml.push_str("[plugins.bash-persistent]\nenabled = true\n\n");
     }

@@ -23,7 +23,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "ralph",
     "lsp",
     "goal",
-    "session-query",
     "dynamic-packages",
     "ask-user",
     "workspace-instructions",
