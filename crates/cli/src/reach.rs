@@ -52,6 +52,21 @@ impl ReachPlugins {
                 ));
             }
         }
+        if config.plugin_enabled("lsp", false)? {
+            // The workspace is the session's cwd (its header), never the process cwd.
+            let workspace: dsh_lsp::WorkspaceResolver = Arc::new(|run: &dsh_tools::ToolRun| {
+                run.agent()?
+                    .scope()
+                    .service::<crate::compose::SessionState>()
+                    .map(|state| state.cwd.clone())
+            });
+            let plugin = dsh_lsp::LspPlugin { workspace };
+            plugins.mounted.push(mount(root, config, Arc::new(plugin))?);
+            let (id, order) = dsh_lsp::SECTION;
+            plugins
+                .sections
+                .push(Section::new(id, f64::from(order), dsh_lsp::SECTION_TEXT));
+        }
         if let Some(resolve) = shell.resolver() {
             if config.plugin_enabled("terminal", false)? {
                 let plugin = dsh_terminal::TerminalPlugin {

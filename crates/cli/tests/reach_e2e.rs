@@ -245,3 +245,47 @@ async fn a_later_session_finds_an_earlier_one_and_exports_it() {
     let original = std::fs::read(files.iter().find(|f| **f != *later).unwrap()).unwrap();
     assert_eq!(unzip.stdout, original);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lsp_tool_asks_a_real_language_server_in_the_session_workspace() {
+    let pyright = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/lsp-servers/node_modules/.bin/pyright-langserver");
+    if !pyright.exists() {
+        eprintln!("SKIPPED: run `npm ci --prefix tests/lsp-servers`");
+        return;
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        workspace.path().join("app.py"),
+        "def area(w, h):\n    return w * h\n\nprint(area(1, 2))\n",
+    )
+    .unwrap();
+    let config = format!(
+        "[plugins.lsp]\nenabled = true\n\n[plugins.lsp.servers.py]\ncommand = {:?}\nargs = [\"--stdio\"]\nextension_to_language = {{ \".py\" = \"python\" }}\n",
+        pyright.display().to_string()
+    );
+    let task = "where is area defined";
+    let scenario = scenario(
+        task,
+        &[
+            vec![(
+                "lsp",
+                json!({"operation": "goToDefinition", "file_path": "app.py", "line": 4, "character": 7}),
+            )],
+            vec![(
+                "lsp",
+                json!({"operation": "hover", "file_path": "notes.md", "line": 1, "character": 1}),
+            )],
+        ],
+    );
+    run_in(workspace.path(), home.path(), &config, task, &scenario).await;
+    let results = results(home.path());
+    assert_eq!(
+        results,
+        vec![
+            "app.py:1:5".to_owned(),
+            "Error: no LSP provider handles \"notes.md\"".to_owned()
+        ]
+    );
+}

@@ -21,7 +21,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "subagent",
     "workflow",
     "ralph",
-    "lsp",
     "goal",
     "dynamic-packages",
     "ask-user",
