@@ -52,6 +52,25 @@ impl ReachPlugins {
                 ));
             }
         }
+        if config.plugin_enabled("web-search", true)? {
+            let mounted = mount(root, config, Arc::new(dsh_web_search::WebSearchPlugin))?;
+            if mounted
+                .scope()
+                .service::<dsh_web_search::WebSearch>()
+                .is_some_and(|web| web.any_available())
+            {
+                let settings: dsh_web_search::WebSearchPluginConfig =
+                    serde_json::from_value(config.plugin_settings("web-search"))
+                        .context("invalid [plugins.web-search] settings")?;
+                let (id, order) = dsh_web_search::SECTION;
+                plugins.sections.push(Section::new(
+                    id,
+                    f64::from(order),
+                    dsh_web_search::section_text(settings.search_max_queries, settings.fetch),
+                ));
+            }
+            plugins.mounted.push(mounted);
+        }
         if config.plugin_enabled("lsp", false)? {
             // The workspace is the session's cwd (its header), never the process cwd.
             let workspace: dsh_lsp::WorkspaceResolver = Arc::new(|run: &dsh_tools::ToolRun| {
@@ -94,10 +113,30 @@ impl ReachPlugins {
     }
 }
 
-/// A new session joins the session-query corpus while it is live.
-pub fn attach_session(root: &Scope, log: &dsh_session::SessionLog) {
+/// A new session joins the session-query corpus while it is live, and gets the event sink
+/// providers log their side requests through.
+pub fn attach_session(
+    root: &Scope,
+    agent: &Scope,
+    log: &dsh_session::SessionLog,
+) -> anyhow::Result<()> {
     if let Some(query) = root.service::<dsh_session_query::SessionQuery>() {
         query.register_live(log);
+    }
+    agent.provide::<dyn dsh_web_search::SessionEvents>(Arc::new(LogEvents(log.downgrade())))?;
+    Ok(())
+}
+
+/// Appends plugin side events (log-only) to the session they happened in.
+struct LogEvents(dsh_session::WeakSessionLog);
+
+impl dsh_web_search::SessionEvents for LogEvents {
+    fn record(&self, kind: &str, data: serde_json::Value) {
+        if let Some(log) = self.0.upgrade()
+            && let Err(error) = log.append(kind, data, None)
+        {
+            tracing::warn!(%error, kind, "cannot log a plugin event");
+        }
     }
 }
 

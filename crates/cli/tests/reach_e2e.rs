@@ -289,3 +289,50 @@ async fn the_lsp_tool_asks_a_real_language_server_in_the_session_workspace() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_search_logs_the_deepseek_side_request_in_the_session_without_the_key() {
+    let app = axum::Router::new().route(
+        "/messages",
+        axum::routing::post(|| async {
+            axum::Json(json!({"content": [
+                {"type": "web_search_tool_result", "tool_use_id": "s", "content": [
+                    {"type": "web_search_result", "url": "https://found.example/page", "title": "Found"}]}
+            ]}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[plugins.web-search.deepseek]\napi_key = \"search-secret-key\"\nbase_url = {base:?}\n"
+    );
+    let task = "search the web";
+    let scenario = scenario(
+        task,
+        &[vec![("web_search", json!({"queries": ["dsh harness"]}))]],
+    );
+    run_in(workspace.path(), home.path(), &config, task, &scenario).await;
+    assert_eq!(
+        results(home.path()),
+        vec!["Sources:\n- [Found](https://found.example/page)\n\nCite the relevant URLs above as markdown links in your answer.".to_owned()]
+    );
+    let mut files = Vec::new();
+    session_files(&home.path().join("sessions"), &mut files);
+    let log = std::fs::read_to_string(&files[0]).unwrap();
+    let event = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "web/deepseek-search-llm-request")
+        .expect("the side request is logged");
+    assert_eq!(
+        event["data"]["body"]["messages"][0]["content"][0]["text"],
+        "Perform a web search for the query: dsh harness"
+    );
+    assert!(
+        !log.contains("search-secret-key"),
+        "the key never reaches the log"
+    );
+}
