@@ -310,7 +310,7 @@ impl Harness {
         };
         let scope = handle.scope().clone();
         let _ = agent_scope.set(scope.clone());
-        crate::reach::attach_session(&self.root, &scope, &log)?;
+        crate::reach::attach_session(&self.root, &handle, &log)?;
         scope.provide(state.clone())?;
         scope.provide::<dyn dsh_code::CodeDispatchLog>(Arc::new(LogCodeDispatch(log.clone())))?;
         scope.provide::<dyn TodoSink>(Arc::new(LogTodoSink(log.clone())))?;

@@ -71,6 +71,11 @@ impl ReachPlugins {
             }
             plugins.mounted.push(mounted);
         }
+        if config.plugin_enabled("schedule", false)? {
+            plugins
+                .mounted
+                .push(mount(root, config, Arc::new(dsh_schedule::SchedulePlugin))?);
+        }
         if config.plugin_enabled("lsp", false)? {
             // The workspace is the session's cwd (its header), never the process cwd.
             let workspace: dsh_lsp::WorkspaceResolver = Arc::new(|run: &dsh_tools::ToolRun| {
@@ -117,11 +122,20 @@ impl ReachPlugins {
 /// providers log their side requests through.
 pub fn attach_session(
     root: &Scope,
-    agent: &Scope,
+    handle: &dsh_agent::AgentHandle,
     log: &dsh_session::SessionLog,
 ) -> anyhow::Result<()> {
+    let agent = handle.scope();
     if let Some(query) = root.service::<dsh_session_query::SessionQuery>() {
         query.register_live(log);
+    }
+    if let (Some(schedules), Some(registry)) = (
+        root.service::<dsh_schedule::Schedules>(),
+        root.service::<dsh_tools::ToolRegistry>(),
+    ) {
+        schedules
+            .attach(&registry, agent, log, Arc::new(AgentInbox(handle.clone())))
+            .map_err(|e| anyhow::anyhow!("cannot attach reminders: {e}"))?;
     }
     agent.provide::<dyn dsh_web_search::SessionEvents>(Arc::new(LogEvents(log.downgrade())))?;
     Ok(())
@@ -165,4 +179,20 @@ pub fn export_session(
         eprintln!("dsh: wrote {}", path.display());
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Reminders arrive as follow-ups of the session's agent, only while it is idle.
+struct AgentInbox(dsh_agent::AgentHandle);
+
+impl dsh_schedule::ReminderInbox for AgentInbox {
+    fn is_idle(&self) -> bool {
+        self.0.status() == dsh_agent::AgentStatus::Idle
+    }
+
+    fn followup(&self, message: dsh_protocol::Message) -> Result<(), String> {
+        self.0
+            .followup(message)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
 }

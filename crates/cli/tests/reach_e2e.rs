@@ -336,3 +336,28 @@ async fn web_search_logs_the_deepseek_side_request_in_the_session_without_the_ke
         "the key never reaches the log"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_tools_record_reminders_in_the_session_log() {
+    let task = "remind me";
+    let scenario = scenario(
+        task,
+        &[
+            vec![(
+                "schedule_create",
+                json!({"prompt": "check the build", "after_seconds": 3600}),
+            )],
+            vec![("schedule_delete", json!({"id": "schedule-9"}))],
+        ],
+    );
+    let (_workspace, home, _out) =
+        run("[plugins.schedule]\nenabled = true\n", task, &scenario).await;
+    let results = results(home.path());
+    let view: Value = serde_json::from_str(&results[0]).unwrap();
+    assert_eq!(view["id"], "schedule-1");
+    assert_eq!(view["state"], "scheduled");
+    assert_eq!(
+        results[1],
+        r#"{"id":"schedule-9","deleted":false,"code":"schedule_not_found"}"#
+    );
+}
