@@ -115,6 +115,7 @@ impl Harness {
                 .attachments
                 .as_ref()
                 .map(|attachments| attachments.mcp_support(accepts)),
+            startup_budget: None,
         }
     }
 }

@@ -62,7 +62,7 @@ pub async fn mount_servers(
     let mounts = configs
         .iter()
         .filter(|c| c.enabled)
-        .map(|config| McpServer::mount(parent, registry, config.clone(), options));
+        .map(|config| McpServer::mount_background(parent, registry, config.clone(), options));
     let mut servers = Vec::new();
     let mut failure = None;
     for outcome in futures::future::join_all(mounts).await {
@@ -77,6 +77,11 @@ pub async fn mount_servers(
         }
         return Err(error);
     }
+    // Start-up waits for first connects only this long; the rest arrive in the background.
+    let budget = options
+        .startup_budget
+        .unwrap_or(crate::server::STARTUP_BUDGET);
+    futures::future::join_all(servers.iter().map(|s| s.ready(budget))).await;
     Ok(McpServers { servers })
 }
 

@@ -33,7 +33,13 @@ use crate::tool::define;
 pub struct McpOptions {
     /// Image attachments for MCP image content; `None` renders images as notices.
     pub images: Option<ImageSupport>,
+    /// How long [`crate::mount_servers`] waits for first connects before returning (the
+    /// rest connect in the background and their tools appear when ready). `None`: 3 s.
+    pub startup_budget: Option<Duration>,
 }
+
+/// The default start-up budget.
+pub const STARTUP_BUDGET: Duration = Duration::from_secs(3);
 
 /// Where a server stands. Serialised as `{"state": "connected"}` and so on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -86,6 +92,8 @@ struct Generation {
     scope: Scope,
     definitions: Vec<Arc<ToolDefinition>>,
     tools: Vec<ToolStatus>,
+    /// The server's listing this generation was built from.
+    listing: String,
 }
 
 pub(crate) struct Shared {
@@ -139,6 +147,45 @@ impl McpServer {
         config: McpServerConfig,
         options: &McpOptions,
     ) -> Result<McpServer, McpError> {
+        Self::mount_with(parent, registry, config, options, true).await
+    }
+
+    /// Mounts `config` and returns at once: the first connect (and every later one) runs in
+    /// the background, the tools register when `tools/list` answers. A server with
+    /// `fail_on_startup_error` is still awaited (its failure must fail the mount).
+    pub async fn mount_background(
+        parent: &Scope,
+        registry: &Arc<ToolRegistry>,
+        config: McpServerConfig,
+        options: &McpOptions,
+    ) -> Result<McpServer, McpError> {
+        let wait = config.fail_on_startup_error;
+        Self::mount_with(parent, registry, config, options, wait).await
+    }
+
+    /// Waits until the first connect settled (connected or failed) or `budget` passed.
+    pub async fn ready(&self, budget: Duration) {
+        let mut watch = self.watch();
+        let settled = async {
+            loop {
+                if !matches!(watch.borrow_and_update().state, ServerState::Connecting) {
+                    return;
+                }
+                if watch.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(budget, settled).await;
+    }
+
+    async fn mount_with(
+        parent: &Scope,
+        registry: &Arc<ToolRegistry>,
+        config: McpServerConfig,
+        options: &McpOptions,
+        await_first: bool,
+    ) -> Result<McpServer, McpError> {
         let transport = config.validate()?;
         let key = (
             Arc::as_ptr(registry) as usize,
@@ -189,6 +236,14 @@ impl McpServer {
                     shared.set_state(ServerState::Closed);
                 }
             });
+        }
+        if !await_first {
+            let background = shared.clone();
+            tokio::spawn(async move {
+                let connected = first_connect(&background).await;
+                supervise(background, connected).await;
+            });
+            return Ok(McpServer { shared });
         }
         let connected = match shared.connect_and_register().await {
             Ok(()) => true,
@@ -302,6 +357,15 @@ impl Shared {
                 self.name
             ));
         }
+        // A reconnect that lists the same tools keeps the registered generation: the tool
+        // list the model sees stays byte-identical.
+        let listing = serde_json::to_string(tools).unwrap_or_default();
+        {
+            let generation = lock(&self.generation);
+            if generation.as_ref().is_some_and(|g| g.listing == listing) {
+                return Ok(());
+            }
+        }
         let mut definitions = Vec::with_capacity(tools.len());
         let mut statuses = Vec::with_capacity(tools.len());
         for tool in tools {
@@ -319,11 +383,11 @@ impl Shared {
         if let Some(old) = &previous {
             old.scope.dispose();
         }
-        match self.install(definitions, statuses) {
+        match self.install(definitions, statuses, listing) {
             Ok(()) => Ok(()),
             Err(error) => {
                 if let Some(old) = previous
-                    && let Err(restore) = self.install(old.definitions, old.tools)
+                    && let Err(restore) = self.install(old.definitions, old.tools, old.listing)
                 {
                     tracing::error!(server = %self.name, %restore, "could not restore the previous mcp tools");
                 }
@@ -336,6 +400,7 @@ impl Shared {
         &self,
         definitions: Vec<Arc<ToolDefinition>>,
         tools: Vec<ToolStatus>,
+        listing: String,
     ) -> Result<(), String> {
         let scope = self
             .scope
@@ -356,6 +421,7 @@ impl Shared {
             scope,
             definitions,
             tools,
+            listing,
         });
         Ok(())
     }
@@ -379,6 +445,24 @@ impl Shared {
             Err(reason) => {
                 tracing::warn!(server = %self.name, %reason, "mcp tool re-sync failed; keeping the previous tools");
             }
+        }
+    }
+}
+
+/// The first attempt of a background mount; a failure is logged and leaves the server
+/// reconnecting.
+async fn first_connect(shared: &Arc<Shared>) -> bool {
+    let attempt = tokio::select! {
+        () = shared.stop.cancelled() => return false,
+        attempt = shared.connect_and_register() => attempt,
+    };
+    match attempt {
+        Ok(()) => true,
+        Err(reason) => {
+            tracing::error!(server = %shared.name, %reason, "mcp server failed to start");
+            shared.record_error(reason);
+            shared.set_state(ServerState::Reconnecting { attempt: 1 });
+            false
         }
     }
 }
@@ -416,6 +500,7 @@ async fn supervise(shared: Arc<Shared>, mut connected: bool) {
             let mut next_ping = ping_every.map(|every| tokio::time::Instant::now() + every);
             loop {
                 tokio::select! {
+                    biased;
                     () = shared.stop.cancelled() => {
                         // Unmounted while a connect was finishing: do not leave it open.
                         shared.drop_connection();
@@ -434,9 +519,15 @@ async fn supervise(shared: Arc<Shared>, mut connected: bool) {
                 }
             }
             drop(connection);
-            tracing::warn!(server = %shared.name, "mcp server disconnected; unregistering its tools");
+            if shared.stop.is_cancelled() {
+                // Unmounting (a normal exit) closed the session: nothing to report.
+                shared.drop_connection();
+                return;
+            }
+            // The last good tools stay registered: the tool list (and the prompt cache) does
+            // not change during an outage; calls fail with a clear error until the server is back.
+            tracing::warn!(server = %shared.name, "mcp server disconnected; reconnecting");
             shared.drop_connection();
-            shared.unregister();
             shared.record_error("the connection closed".to_owned());
             if up.elapsed() >= ceiling {
                 failures = 0;

@@ -42,6 +42,13 @@ pub(crate) fn define(
         None => (String::new(), None),
     };
     let raw = tool.name.to_string();
+    // `readOnlyHint` is the only annotation that changes scheduling: a read-only tool may
+    // overlap other concurrency-safe calls (the server answers them in parallel).
+    let read_only = tool
+        .annotations
+        .as_ref()
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false);
     let render_raw = raw.clone();
     let call_raw = raw.clone();
     Tool::builder(public_name(&name, &raw))
@@ -58,6 +65,7 @@ pub(crate) fn define(
                 Ok(render_content(&render_raw, content, images.as_ref()))
             },
         )
+        .concurrency_safe(move |_args: &Value| read_only)
         .run(move |args: Value, run: ToolRun| call(server.clone(), call_raw.clone(), args, run))
         .build()
 }
