@@ -427,6 +427,40 @@ impl Harness {
         }
         sections.extend(self.shell.prompt_sections());
         sections.extend(self.reach.prompt_sections());
+        {
+            // MCP servers' `instructions`, read at each assembly (servers connect late).
+            let scope = agent_scope.clone();
+            let root = self.root.clone();
+            sections.push(Section {
+                name: "mcp:instructions".to_owned(),
+                order: 130.0,
+                text: SectionText::Dynamic(Arc::new(move || {
+                    let lookup = scope.get().cloned().unwrap_or_else(|| root.clone());
+                    let mut texts = Vec::new();
+                    for servers in [
+                        root.service::<dsh_mcp::McpServers>(),
+                        lookup.service::<dsh_mcp::McpServers>(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    {
+                        for server in &servers.servers {
+                            if let Some(text) = server.instructions() {
+                                let block = format!(
+                                    "Instructions from MCP server \"{}\":\n{}",
+                                    server.name(),
+                                    text.trim()
+                                );
+                                if !texts.contains(&block) {
+                                    texts.push(block);
+                                }
+                            }
+                        }
+                    }
+                    texts.join("\n\n")
+                })),
+            });
+        }
         if self.config.plugin_enabled("web", true).unwrap_or(true) {
             let (id, order) = dsh_tool_web::SECTION;
             sections.push(Section::new(
@@ -497,14 +531,19 @@ impl Harness {
         if self.settings.mcp_servers.is_empty() || !self.config.plugin_enabled("mcp", true)? {
             return Ok(());
         }
-        dsh_mcp::mount_servers(
+        let mut options = self.mcp_options();
+        options.roots = vec![std::env::current_dir()?];
+        let servers = dsh_mcp::mount_servers(
             &self.root,
             &self.registry,
             &self.settings.mcp_servers,
-            &self.mcp_options(),
+            &options,
         )
         .await
         .context("cannot start the configured MCP servers")?;
+        // Front-ends find the servers here (resources for `@server:uri`, prompts); the
+        // system prompt reads their instructions.
+        self.root.provide(Arc::new(servers))?;
         Ok(())
     }
 
@@ -518,9 +557,14 @@ impl Harness {
         if entries.is_empty() {
             return Ok(());
         }
-        dsh_mcp::mount_acp_servers(agent.scope(), &self.registry, entries, &self.mcp_options())
+        let mut options = self.mcp_options();
+        if let Some(state) = agent.scope().service::<SessionState>() {
+            options.roots = vec![state.cwd.clone()];
+        }
+        let servers = dsh_mcp::mount_acp_servers(agent.scope(), &self.registry, entries, &options)
             .await
             .context("cannot start the session's MCP servers")?;
+        agent.scope().provide(Arc::new(servers))?;
         Ok(())
     }
 

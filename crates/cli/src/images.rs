@@ -116,6 +116,7 @@ impl Harness {
                 .as_ref()
                 .map(|attachments| attachments.mcp_support(accepts)),
             startup_budget: None,
+            roots: Vec::new(),
         }
     }
 }

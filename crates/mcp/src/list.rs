@@ -112,6 +112,8 @@ async fn probe(config: &McpServerConfig) -> ServerStatus {
         transport: String::new(),
         state: ServerState::Disabled,
         tools: Vec::new(),
+        resources: Vec::new(),
+        prompts: Vec::new(),
         last_error: None,
     };
     let transport = match config.validate() {
@@ -128,10 +130,23 @@ async fn probe(config: &McpServerConfig) -> ServerStatus {
         return status;
     }
     let timeout = config.connect_timeout();
-    let listed = match connect(&config.name, &transport, Arc::new(Notify::new()), timeout).await {
-        Ok(connection) => list_tools(&connection, timeout).await,
-        Err(reason) => Err(reason),
+    let connected = connect(
+        &config.name,
+        &transport,
+        Arc::new(Notify::new()),
+        timeout,
+        crate::connection::ClientSide::default(),
+    )
+    .await;
+    let listed = match &connected {
+        Ok(connection) => list_tools(connection, timeout).await,
+        Err(reason) => Err(reason.clone()),
     };
+    if let Ok(connection) = &connected {
+        let (resources, prompts) = crate::server::catalog(connection, timeout).await;
+        status.resources = resources;
+        status.prompts = prompts;
+    }
     match listed {
         Ok(tools) => {
             status.state = ServerState::Connected;

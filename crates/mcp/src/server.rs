@@ -36,6 +36,8 @@ pub struct McpOptions {
     /// How long [`crate::mount_servers`] waits for first connects before returning (the
     /// rest connect in the background and their tools appear when ready). `None`: 3 s.
     pub startup_budget: Option<Duration>,
+    /// The workspace folders answered to a server's `roots/list` (declared only when given).
+    pub roots: Vec<std::path::PathBuf>,
 }
 
 /// The default start-up budget.
@@ -83,6 +85,12 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// Currently registered tools (or, from [`crate::list_servers`], the listed ones).
     pub tools: Vec<ToolStatus>,
+    /// Resource URIs the server lists (probed by [`crate::list_servers`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub resources: Vec<String>,
+    /// Prompt names the server lists (probed by [`crate::list_servers`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub prompts: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -103,6 +111,7 @@ pub(crate) struct Shared {
     registry: Arc<ToolRegistry>,
     scope: Scope,
     pub(crate) images: Option<ImageSupport>,
+    pub(crate) side: crate::connection::ClientSide,
     status: watch::Sender<ServerStatus>,
     live: Mutex<Option<Arc<Connection>>>,
     generation: Mutex<Option<Generation>>,
@@ -211,6 +220,8 @@ impl McpServer {
             transport: transport.kind().to_owned(),
             state: ServerState::Connecting,
             tools: Vec::new(),
+            resources: Vec::new(),
+            prompts: Vec::new(),
             last_error: None,
         };
         let shared = Arc::new(Shared {
@@ -220,6 +231,14 @@ impl McpServer {
             registry: registry.clone(),
             scope: scope.clone(),
             images: options.images.clone(),
+            side: crate::connection::ClientSide {
+                roots: options
+                    .roots
+                    .iter()
+                    .map(|p| format!("file://{}", p.display()))
+                    .collect(),
+                progress: Arc::default(),
+            },
             status: watch::Sender::new(status),
             live: Mutex::new(None),
             generation: Mutex::new(None),
@@ -292,6 +311,152 @@ impl McpServer {
     pub fn pid(&self) -> Option<u32> {
         lock(&self.shared.live).as_ref().and_then(|c| c.pid)
     }
+
+    /// The live server's `instructions` (for the system prompt).
+    pub fn instructions(&self) -> Option<String> {
+        self.shared.live().and_then(|c| c.instructions.clone())
+    }
+
+    fn connection(&self) -> Result<Arc<Connection>, String> {
+        self.shared
+            .live()
+            .ok_or_else(|| format!("MCP server \"{}\" is not connected", self.shared.name))
+    }
+
+    /// `resources/list`, every page.
+    pub async fn resources(&self) -> Result<Vec<rmcp::model::Resource>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        match tokio::time::timeout(timeout, connection.peer.list_all_resources()).await {
+            Ok(Ok(resources)) => Ok(resources),
+            Ok(Err(e)) => Err(format!("resources/list failed: {e}")),
+            Err(_) => Err(format!(
+                "resources/list got no answer within {}ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// `resources/read` of `uri`: its contents as JSON (`{uri, mimeType?, text | blob}` each).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<serde_json::Value>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
+        match tokio::time::timeout(timeout, connection.peer.read_resource(params)).await {
+            Ok(Ok(result)) => {
+                let value = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+                Ok(value["contents"].as_array().cloned().unwrap_or_default())
+            }
+            Ok(Err(e)) => Err(format!("resources/read of {uri} failed: {e}")),
+            Err(_) => Err(format!(
+                "resources/read got no answer within {}ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// A resource as text for a prompt attachment (`@server:uri`, ACP resource links).
+    pub async fn resource_attachment(&self, uri: &str) -> Result<String, String> {
+        let contents = self.read_resource(uri).await?;
+        let mut parts = Vec::new();
+        for content in contents {
+            let at = content["uri"].as_str().unwrap_or(uri);
+            let mime = content["mimeType"]
+                .as_str()
+                .unwrap_or("application/octet-stream");
+            match (content["text"].as_str(), content["blob"].as_str()) {
+                (Some(text), _) => parts.push(format!(
+                    "Resource {at} from MCP server \"{}\":\n{text}",
+                    self.shared.name
+                )),
+                (None, Some(blob)) => parts.push(format!(
+                    "[binary resource {at} ({mime}, {} base64 characters) from MCP server \"{}\"]",
+                    blob.len(),
+                    self.shared.name
+                )),
+                _ => {}
+            }
+        }
+        if parts.is_empty() {
+            return Err(format!("resource {uri} has no contents"));
+        }
+        Ok(parts.join("\n\n"))
+    }
+
+    /// `prompts/list`, every page.
+    pub async fn prompts(&self) -> Result<Vec<rmcp::model::Prompt>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        match tokio::time::timeout(timeout, connection.peer.list_all_prompts()).await {
+            Ok(Ok(prompts)) => Ok(prompts),
+            Ok(Err(e)) => Err(format!("prompts/list failed: {e}")),
+            Err(_) => Err(format!(
+                "prompts/list got no answer within {}ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// `prompts/get`: the prompt's messages as text (one block per message).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<String>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        let mut params = rmcp::model::GetPromptRequestParams::new(name.to_owned());
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let result = match tokio::time::timeout(timeout, connection.peer.get_prompt(params)).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => return Err(format!("prompts/get of {name} failed: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "prompts/get got no answer within {}ms",
+                    timeout.as_millis()
+                ));
+            }
+        };
+        let value = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+        Ok(value["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                let content = &m["content"];
+                content["text"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .or_else(|| content["resource"]["text"].as_str().map(str::to_owned))
+            })
+            .collect())
+    }
+}
+
+/// Resource URIs and prompt names a connection offers (empty when it offers none).
+pub(crate) async fn catalog(
+    connection: &Connection,
+    timeout: Duration,
+) -> (Vec<String>, Vec<String>) {
+    let resources = if connection.has_resources {
+        match tokio::time::timeout(timeout, connection.peer.list_all_resources()).await {
+            Ok(Ok(list)) => list.iter().map(|r| r.uri.clone()).collect(),
+            _ => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    let prompts = if connection.has_prompts {
+        match tokio::time::timeout(timeout, connection.peer.list_all_prompts()).await {
+            Ok(Ok(list)) => list.iter().map(|p| p.name.clone()).collect(),
+            _ => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    (resources, prompts)
 }
 
 /// The first name that occurs twice, if any.
@@ -336,6 +501,7 @@ impl Shared {
             &self.transport,
             self.list_changed.clone(),
             self.timeout(),
+            self.side.clone(),
         )
         .await?;
         let tools = list_tools(&connection, self.timeout()).await?;
@@ -599,6 +765,8 @@ mod tests {
                 raw_name: "t".into(),
                 description: String::new(),
             }],
+            resources: Vec::new(),
+            prompts: Vec::new(),
             last_error: Some("the connection closed".into()),
         };
         assert_eq!(

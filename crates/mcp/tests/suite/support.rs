@@ -88,6 +88,7 @@ pub fn options_with_images(store: Arc<MemoryStore>) -> McpOptions {
             accepts_images: Arc::new(|| true),
         }),
         startup_budget: None,
+        roots: Vec::new(),
     }
 }
 
