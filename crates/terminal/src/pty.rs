@@ -342,7 +342,10 @@ impl PtySession {
                         "PTY shell exited during startup",
                     ));
                 }
-                if out.prompts > 0 {
+                let shown = out.buffer.ends_with(crate::backend::PROMPT.as_bytes())
+                    || out.last_output.elapsed()
+                        >= Duration::from_millis(self.config.handoff_grace_ms);
+                if out.prompts > 0 && shown {
                     let end = out.first_prompt_at.unwrap_or(out.total);
                     let (bytes, _) = out.since(0);
                     let keep = usize::try_from(end.saturating_sub(out.dropped))
@@ -412,6 +415,13 @@ impl PtySession {
         let (bytes, dropped) = out.since(from);
         let (tail, cut) = utf8_tail(bytes, max);
         (String::from_utf8_lossy(tail).into_owned(), dropped || cut)
+    }
+
+    /// Whether the retained output currently ends with `suffix`.
+    pub fn output_ends_with(&self, suffix: &str) -> bool {
+        lock(&self.shared.output)
+            .buffer
+            .ends_with(suffix.as_bytes())
     }
 
     /// Whether output from `from` on is still fully retained.
@@ -525,7 +535,11 @@ impl PtySession {
             } else {
                 let foreground = self.foreground_pgid();
                 let at_prompt = prompted && (shell.is_none() || foreground == shell);
-                if at_prompt && silent >= poll {
+                // The marker precedes the prompt text: wait for the prompt itself (or the
+                // hand-off grace) so it is not left over for the next send.
+                let prompt_shown = self.output_ends_with(crate::backend::PROMPT)
+                    || silent >= Duration::from_millis(self.config.handoff_grace_ms);
+                if at_prompt && silent >= poll && prompt_shown {
                     return Ok(WaitReason::StdinRead);
                 }
                 // Any foreground reader proves a stdin wait, the shell's own `read` included.
