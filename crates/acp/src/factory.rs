@@ -119,10 +119,10 @@ pub trait SessionFactory: Send + Sync {
     }
 }
 
-/// `list` for hosts whose sessions live in a [`dsh_session::SessionStore`]: every top-level
+/// `list` for hosts whose sessions live in a [`dsh_session::JsonlStore`]: every top-level
 /// session with an absolute cwd (optionally only `cwd`), newest first.
 pub fn stored_sessions(
-    store: &dsh_session::SessionStore,
+    store: &dyn dsh_session::SessionStore,
     cwd: Option<&std::path::Path>,
 ) -> Result<Vec<StoredSession>, FactoryError> {
     let mut sessions: Vec<StoredSession> = store

@@ -4,7 +4,7 @@ use dsh_protocol::MessageSource;
 use dsh_session::data::EventData;
 use dsh_session::data::RetryMode;
 use dsh_session::data::TitleSource;
-use dsh_session::data::Todo;
+use dsh_tool_todo::Todo;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 

@@ -3,9 +3,7 @@
 use std::sync::Arc;
 
 use agent_client_protocol::Agent;
-use agent_client_protocol::ByteStreams;
 use agent_client_protocol::ConnectTo;
-use agent_client_protocol::Stdio;
 use agent_client_protocol::on_receive_notification;
 use agent_client_protocol::on_receive_request;
 use agent_client_protocol::v1::schema::AuthenticateRequest;
@@ -17,8 +15,6 @@ use agent_client_protocol::v1::schema::LoadSessionRequest;
 use agent_client_protocol::v1::schema::NewSessionRequest;
 use agent_client_protocol::v1::schema::PromptRequest;
 use agent_client_protocol::v1::schema::SetSessionModeRequest;
-use tokio_util::compat::TokioAsyncReadCompatExt;
-use tokio_util::compat::TokioAsyncWriteCompatExt;
 
 use crate::bridge::Bridge;
 use crate::bridge::BridgeConfig;
@@ -26,15 +22,38 @@ use crate::error::AcpError;
 use crate::factory::SessionFactory;
 
 /// Serves ACP on stdin/stdout until stdin closes, then tears every session down. Stdout
-/// carries protocol frames only; log through `tracing` to stderr.
+/// carries protocol frames only; log through `tracing` to stderr. A bad line (not UTF-8, over
+/// [`crate::lines::MAX_LINE_BYTES`]) is answered with a parse error and the next one served.
 pub async fn serve_stdio(
     factory: Arc<dyn SessionFactory>,
     config: BridgeConfig,
 ) -> Result<(), AcpError> {
-    serve_transport(factory, config, Stdio::new()).await
+    serve_stdio_until(factory, config, std::future::pending()).await
 }
 
-/// Serves ACP over tokio byte streams (a pipe, a socket, a `tokio::io::duplex` half).
+/// [`serve_stdio`] that also stops, tearing every session down the same way, when `stop`
+/// completes (a signal).
+pub async fn serve_stdio_until(
+    factory: Arc<dyn SessionFactory>,
+    config: BridgeConfig,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AcpError> {
+    let (transport, writer) = crate::lines::transport(tokio::io::stdin(), tokio::io::stdout());
+    let served = serve_until(factory, config, transport, stop).await;
+    drain(writer).await;
+    served
+}
+
+/// Waits for the last frames (the answers of the teardown) to reach the peer.
+async fn drain(writer: tokio::task::JoinHandle<()>) {
+    const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+    if tokio::time::timeout(DRAIN_LIMIT, writer).await.is_err() {
+        tracing::warn!("the last ACP frames could not be written in time");
+    }
+}
+
+/// Serves ACP over tokio byte streams (a pipe, a socket, a `tokio::io::duplex` half), with the
+/// same line rules as [`serve_stdio`].
 pub async fn serve<R, W>(
     factory: Arc<dyn SessionFactory>,
     config: BridgeConfig,
@@ -42,22 +61,29 @@ pub async fn serve<R, W>(
     outgoing: W,
 ) -> Result<(), AcpError>
 where
-    R: tokio::io::AsyncRead + Send + 'static,
-    W: tokio::io::AsyncWrite + Send + 'static,
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    serve_transport(
-        factory,
-        config,
-        ByteStreams::new(outgoing.compat_write(), incoming.compat()),
-    )
-    .await
+    let (transport, writer) = crate::lines::transport(incoming, outgoing);
+    let served = serve_until(factory, config, transport, std::future::pending()).await;
+    drain(writer).await;
+    served
 }
 
-/// Serves ACP over any transport of the official crate (`Stdio`, `ByteStreams`, `Lines`, …).
+/// Serves ACP over any transport of the official crate (`ByteStreams`, `Lines`, …).
 pub async fn serve_transport(
     factory: Arc<dyn SessionFactory>,
     config: BridgeConfig,
     transport: impl ConnectTo<Agent> + 'static,
+) -> Result<(), AcpError> {
+    serve_until(factory, config, transport, std::future::pending()).await
+}
+
+async fn serve_until(
+    factory: Arc<dyn SessionFactory>,
+    config: BridgeConfig,
+    transport: impl ConnectTo<Agent> + 'static,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AcpError> {
     let bridge = Arc::new(Bridge::new(factory, config));
     let result = Agent
@@ -137,7 +163,10 @@ pub async fn serve_transport(
         .connect_with(transport, {
             let bridge = bridge.clone();
             async move |cx| {
-                cx.incoming_closed().await;
+                tokio::select! {
+                    () = cx.incoming_closed() => {}
+                    () = stop => {}
+                }
                 bridge.shutdown().await.map_err(|e| agent_client_protocol::Error::internal_error().data(e.to_string()))
             }
         })

@@ -167,6 +167,27 @@ impl Agent {
         handle.started(SessionSource::Resume);
         Ok(handle)
     }
+
+    /// [`Agent::create`] (or [`Agent::resume`] when `resumed`) with a `prepare` step between
+    /// building the agent and announcing `agent/session-start`: a host attaches the session's
+    /// services and per-session plugins to the agent's scope there, so session-start listeners
+    /// already see them. If `prepare` fails the agent's scope is disposed and the error returned.
+    pub fn start<E: From<AgentError>>(
+        config: AgentConfig,
+        resumed: bool,
+        prepare: impl FnOnce(&AgentHandle) -> Result<(), E>,
+    ) -> Result<AgentHandle, E> {
+        let handle = AgentHandle::build(config)?;
+        if let Err(error) = prepare(&handle) {
+            handle.inner.scope.dispose();
+            return Err(error);
+        }
+        handle.emit(AgentEvent::SessionStart {
+            agent: handle.inner.id.clone(),
+            resumed,
+        });
+        Ok(handle)
+    }
 }
 
 /// The weak self-reference an agent provides on its own scope ([`AgentHandle::from_scope`]).

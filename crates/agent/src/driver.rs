@@ -33,6 +33,7 @@ use crate::prompt::HARNESS_IDENTITY;
 use crate::prompt::RUNTIME_CONTEXT_NONE;
 use crate::prompt::SNAPSHOT_PLUGIN;
 use crate::prompt::Section;
+use crate::prompt::Slot;
 use crate::prompt::assemble;
 use crate::prompt::order_tools;
 use crate::prompt::render_contexts;
@@ -241,19 +242,27 @@ impl AgentHandle {
         let prompt = &self.inner.prompt;
         let mut sections = Vec::new();
         if prompt.include_harness_identity {
-            sections.push(Section::new("harness:identity", -100.0, HARNESS_IDENTITY));
+            sections.push(Section::new(
+                "harness:identity",
+                Slot::Identity,
+                HARNESS_IDENTITY,
+            ));
         }
         sections.push(Section::new(
             "deployment:persona",
-            0.0,
+            Slot::Persona,
             prompt.persona.clone(),
         ));
         let (registered, mut contexts) = match &self.inner.prompts {
             Some(registry) => registry.visible(&self.inner.scope),
             None => (Vec::new(), Vec::new()),
         };
-        sections.extend(registered);
-        sections.extend(prompt.sections.iter().cloned());
+        if prompt.persona_complete {
+            sections.retain(|s| s.name == "deployment:persona");
+        } else {
+            sections.extend(registered);
+            sections.extend(prompt.sections.iter().cloned());
+        }
         contexts.extend(prompt.contexts.iter().cloned());
         if !prompt.include_runtime_context {
             contexts.clear();
@@ -264,7 +273,13 @@ impl AgentHandle {
         if let Some(cwd) = &self.inner.cwd {
             vars.insert("cwd".into(), cwd.clone());
         }
-        let schemas = match &prompt.tool_schemas {
+        let provider = prompt.tool_schemas.clone().or_else(|| {
+            self.inner
+                .prompts
+                .as_ref()
+                .and_then(|registry| registry.tool_schemas(&self.inner.scope))
+        });
+        let schemas = match &provider {
             Some(provider) => provider(&self.inner.scope).map_err(TurnError::unknown)?,
             None => self
                 .inner
@@ -275,7 +290,7 @@ impl AgentHandle {
         let tools = order_tools(schemas, prompt.tool_order.as_deref())
             .map_err(|e| TurnError::unknown(e.to_string()))?;
         Ok(StepAssembly {
-            assembly: assemble(&sections, &contexts),
+            assembly: assemble(&sections, &contexts, &self.inner.scope),
             vars,
             tools,
         })

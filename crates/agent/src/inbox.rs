@@ -223,6 +223,86 @@ impl AgentHandle {
         Ok(())
     }
 
+    /// Inserts `message` at the front of the next-step list (durable; never wakes). Producers
+    /// whose context must enter before other pending items use it.
+    pub fn prepend_next_step(&self, message: Message) -> Result<(), AgentError> {
+        {
+            let _gate = lock(&self.inner.gate);
+            {
+                let state = lock(&self.inner.state);
+                if state.disposing {
+                    return Err(AgentError::Disposed(self.inner.id.clone()));
+                }
+                if state.inbox.contains_id(&message.id) {
+                    return Err(AgentError::DuplicateMessageId(message.id.clone()));
+                }
+            }
+            let splice = InboxSpliced {
+                target: InboxTarget::NextStep,
+                start: 0,
+                removed_count: None,
+                inserted: vec![message.clone()],
+                outcome: None,
+            };
+            self.write_splice(&splice)?;
+        }
+        self.emit(AgentEvent::InboxInserted {
+            agent: self.inner.id.clone(),
+            message,
+        });
+        Ok(())
+    }
+
+    /// Removes the pending item `id` (`outcome: "canceled"`), or replaces it in place by
+    /// `replacement`. Returns the removed message; `None` (nothing written) when no pending
+    /// item has that id.
+    pub fn remove_pending(
+        &self,
+        id: &str,
+        replacement: Option<Message>,
+    ) -> Result<Option<Message>, AgentError> {
+        let removed = {
+            let _gate = lock(&self.inner.gate);
+            let found = {
+                let state = lock(&self.inner.state);
+                [InboxTarget::NextStep, InboxTarget::NextTurn]
+                    .into_iter()
+                    .find_map(|target| {
+                        state
+                            .inbox
+                            .list(target)
+                            .iter()
+                            .position(|m| m.id == id)
+                            .map(|at| (target, at))
+                    })
+            };
+            let Some((target, at)) = found else {
+                return Ok(None);
+            };
+            let splice = InboxSpliced {
+                target,
+                start: at as u64,
+                removed_count: Some(1),
+                inserted: replacement.clone().into_iter().collect(),
+                outcome: Some(SpliceOutcome::Canceled),
+            };
+            self.write_splice(&splice)?
+        };
+        for message in &removed {
+            self.emit(AgentEvent::InboxDiscarded {
+                agent: self.inner.id.clone(),
+                message: message.clone(),
+            });
+        }
+        if let Some(message) = replacement {
+            self.emit(AgentEvent::InboxInserted {
+                agent: self.inner.id.clone(),
+                message,
+            });
+        }
+        Ok(removed.into_iter().next())
+    }
+
     /// Durably discards every pending item (`outcome: "canceled"`).
     pub(crate) fn clear_inbox(&self) -> Result<(), AgentError> {
         let discarded = {

@@ -41,6 +41,8 @@ pub struct PromptConfig {
     pub persona: String,
     pub include_harness_identity: bool,
     pub include_runtime_context: bool,
+    /// The persona is the whole system prompt: no identity, registry or agent sections.
+    pub persona_complete: bool,
     /// This agent's own sections; they shadow registry sections of the same name.
     pub sections: Vec<Section>,
     /// This agent's dynamic contexts (runtime-context snapshot sections).
@@ -71,6 +73,7 @@ impl Default for PromptConfig {
             persona: String::new(),
             include_harness_identity: true,
             include_runtime_context: true,
+            persona_complete: false,
             sections: Vec::new(),
             contexts: Vec::new(),
             variables: BTreeMap::new(),
@@ -93,11 +96,18 @@ struct Entry {
     section: Section,
 }
 
+struct SchemaEntry {
+    id: u64,
+    owner: Scope,
+    provider: ToolSchemaProvider,
+}
+
 /// Sections and contexts registered by plugins (a kernel service). A registration made from an
 /// agent scope (or below) applies to that agent only and shadows a global one of the same name.
 #[derive(Default)]
 pub struct PromptRegistry {
     entries: Arc<Mutex<Vec<Entry>>>,
+    schemas: Arc<Mutex<Vec<SchemaEntry>>>,
     next: Mutex<u64>,
 }
 
@@ -118,15 +128,49 @@ impl PromptRegistry {
         self.add(owner, EntryKind::Context, section)
     }
 
-    fn add(&self, owner: &Scope, kind: EntryKind, section: Section) -> Disposer {
-        let id = {
-            let mut next = self
-                .next
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *next += 1;
-            *next
+    /// Registers what goes on the wire as the tool list (a presentation such as Code Mode
+    /// changes it). The newest provider visible to an agent wins, a scoped one over a global
+    /// one; with none, the registry's plain schemas are offered.
+    pub fn register_tool_schemas(&self, owner: &Scope, provider: ToolSchemaProvider) -> Disposer {
+        let id = self.next_id();
+        lock(&self.schemas).push(SchemaEntry {
+            id,
+            owner: owner.clone(),
+            provider,
+        });
+        let schemas = Arc::downgrade(&self.schemas);
+        owner.defer(move || {
+            if let Some(schemas) = schemas.upgrade() {
+                lock(&schemas).retain(|e| e.id != id);
+            }
+        })
+    }
+
+    /// The tool-schema provider that applies to `agent`, if any.
+    pub fn tool_schemas(&self, agent: &Scope) -> Option<ToolSchemaProvider> {
+        let entries = lock(&self.schemas);
+        let visible = |scoped: bool| {
+            entries
+                .iter()
+                .rev()
+                .find(|entry| match entry.owner.nearest_agent() {
+                    None => !scoped,
+                    Some(owner_agent) => scoped && agent.is_within(&owner_agent),
+                })
         };
+        visible(true)
+            .or_else(|| visible(false))
+            .map(|entry| entry.provider.clone())
+    }
+
+    fn next_id(&self) -> u64 {
+        let mut next = lock(&self.next);
+        *next += 1;
+        *next
+    }
+
+    fn add(&self, owner: &Scope, kind: EntryKind, section: Section) -> Disposer {
+        let id = self.next_id();
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -175,6 +219,12 @@ impl PromptRegistry {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Orders tool schemas: by `order` (listed names at their position, unlisted ones sorted at
 /// the `<unlisted-tools>` entry, or at the end without one), else lexicographically by name.
 pub fn order_tools(
@@ -215,11 +265,12 @@ pub fn order_tools(
     Ok(out)
 }
 
-/// Where a section's text comes from: fixed, or computed at assembly time.
+/// Where a section's text comes from: fixed, or computed at assembly time from the scope of
+/// the agent being assembled for.
 #[derive(Clone)]
 pub enum SectionText {
     Static(String),
-    Dynamic(Arc<dyn Fn() -> String + Send + Sync>),
+    Dynamic(Arc<dyn Fn(&Scope) -> String + Send + Sync>),
 }
 
 impl std::fmt::Debug for SectionText {
@@ -232,28 +283,69 @@ impl std::fmt::Debug for SectionText {
 }
 
 impl SectionText {
-    fn evaluate(&self) -> String {
+    fn evaluate(&self, agent: &Scope) -> String {
         match self {
             Self::Static(text) => text.clone(),
-            Self::Dynamic(compute) => compute(),
+            Self::Dynamic(compute) => compute(agent),
         }
     }
 }
 
-/// A named, ordered piece of the system prompt (or of the runtime context).
+/// Where a section sits. Slots are named bands listed here in prompt order; sections in one
+/// slot are ordered by name, so neither mount order nor a hot reload ever moves a section.
+/// `Identity` to `Reference` are bands of the system prompt; `Sandbox` to `Environment` are
+/// bands of the runtime-context snapshot (contexts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Slot {
+    /// `harness:identity`: who is speaking (upstream order -100).
+    Identity,
+    /// `deployment:persona`: the configured persona template (upstream order 0).
+    Persona,
+    /// Guidance that governs the whole turn, e.g. plan mode's policy (upstream order 50).
+    Policy,
+    /// How tools are reached and what was referenced: Code Mode's code-only rule, `@file`
+    /// references (upstream order 99).
+    Preamble,
+    /// Per-tool guidance, one section per tool or tool family, named `tool:<name>` (upstream
+    /// orders 100-199).
+    Tools,
+    /// Long reference material after the guidance: Code Mode's generated SDK.
+    Reference,
+    /// Context: the sandbox's file policy (first in the snapshot).
+    Sandbox,
+    /// Context: the approval policy.
+    Approval,
+    /// Context: facts about the environment and the session (time, terminal, workspace).
+    Environment,
+}
+
+/// A named piece of the system prompt (or of the runtime context) in its slot.
 #[derive(Debug, Clone)]
 pub struct Section {
     pub name: String,
-    pub order: f64,
+    pub slot: Slot,
     pub text: SectionText,
 }
 
 impl Section {
-    pub fn new(name: impl Into<String>, order: f64, text: impl Into<String>) -> Self {
+    pub fn new(name: impl Into<String>, slot: Slot, text: impl Into<String>) -> Self {
         Self {
             name: name.into(),
-            order,
+            slot,
             text: SectionText::Static(text.into()),
+        }
+    }
+
+    /// A section whose text is computed at every assembly from the agent's scope.
+    pub fn dynamic(
+        name: impl Into<String>,
+        slot: Slot,
+        text: impl Fn(&Scope) -> String + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            slot,
+            text: SectionText::Dynamic(Arc::new(text)),
         }
     }
 }
@@ -279,17 +371,16 @@ pub struct Assembly {
     pub contexts: Vec<(String, String)>,
 }
 
-/// Sorts sections by `order` (stable: ties keep merge order) and evaluates them. A later
-/// section with the same name replaces an earlier one in place, as a scoped section shadows a
-/// global one.
-pub fn assemble(sections: &[Section], contexts: &[Section]) -> Assembly {
+/// Sorts sections by slot, then name, and evaluates them for `agent`. A later section with the
+/// same name replaces an earlier one, as a scoped section shadows a global one.
+pub fn assemble(sections: &[Section], contexts: &[Section], agent: &Scope) -> Assembly {
     Assembly {
-        sections: evaluate(sections),
-        contexts: evaluate(contexts),
+        sections: evaluate(sections, agent),
+        contexts: evaluate(contexts, agent),
     }
 }
 
-fn evaluate(sections: &[Section]) -> Vec<(String, String)> {
+fn evaluate(sections: &[Section], agent: &Scope) -> Vec<(String, String)> {
     let mut merged: Vec<&Section> = Vec::with_capacity(sections.len());
     for section in sections {
         match merged
@@ -300,10 +391,10 @@ fn evaluate(sections: &[Section]) -> Vec<(String, String)> {
             None => merged.push(section),
         }
     }
-    merged.sort_by(|a, b| a.order.total_cmp(&b.order));
+    merged.sort_by(|a, b| (a.slot, &a.name).cmp(&(b.slot, &b.name)));
     merged
         .into_iter()
-        .map(|s| (s.name.clone(), s.text.evaluate()))
+        .map(|s| (s.name.clone(), s.text.evaluate(agent)))
         .collect()
 }
 
@@ -392,16 +483,16 @@ mod tests {
     #[test]
     fn sections_render_in_order_and_drop_empty_ones() {
         let sections = vec![
-            Section::new("guide", 150.0, "Use the noop tool wisely."),
-            Section::new("empty", 50.0, ""),
+            Section::new("tool:guide", Slot::Tools, "Use the noop tool wisely."),
+            Section::new("empty", Slot::Policy, ""),
             Section::new(
                 "deployment:persona",
-                0.0,
+                Slot::Persona,
                 "You are a test agent on {{model}}.",
             ),
-            Section::new("harness:identity", -100.0, HARNESS_IDENTITY),
+            Section::new("harness:identity", Slot::Identity, HARNESS_IDENTITY),
         ];
-        let assembly = assemble(&sections, &[]);
+        let assembly = assemble(&sections, &[], &Scope::root());
         assert_eq!(
             render_system(&assembly, &vars()).unwrap(),
             "You are an AI agent powered by DeepSeek Harness.\n\nYou are a test agent on mock.\n\nUse the noop tool wisely."
@@ -411,13 +502,72 @@ mod tests {
     #[test]
     fn a_later_section_with_the_same_name_shadows_the_earlier_one() {
         let sections = vec![
-            Section::new("a", 1.0, "global"),
-            Section::new("a", 1.0, "scoped"),
+            Section::new("a", Slot::Tools, "global"),
+            Section::new("a", Slot::Tools, "scoped"),
         ];
         assert_eq!(
-            render_system(&assemble(&sections, &[]), &vars()).unwrap(),
+            render_system(&assemble(&sections, &[], &Scope::root()), &vars()).unwrap(),
             "scoped"
         );
+    }
+
+    #[test]
+    fn sections_of_one_slot_are_ordered_by_name_whatever_the_registration_order() {
+        let root = Scope::root();
+        let sections = vec![
+            Section::new("tool:write", Slot::Tools, "W"),
+            Section::new("tools:sdk", Slot::Reference, "S"),
+            Section::new("tool:bash", Slot::Tools, "B"),
+            Section::new("tools:code-only", Slot::Preamble, "C"),
+        ];
+        let names: Vec<String> = assemble(&sections, &[], &root)
+            .sections
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            names,
+            ["tools:code-only", "tool:bash", "tool:write", "tools:sdk"]
+        );
+    }
+
+    #[test]
+    fn dynamic_sections_see_the_agent_they_are_assembled_for() {
+        let root = Scope::root();
+        let agent = root.child(dsh_kernel::ScopeKind::Agent, "agent-7").unwrap();
+        let sections = vec![Section::dynamic("who", Slot::Tools, |scope: &Scope| {
+            scope.name().to_owned()
+        })];
+        assert_eq!(
+            render_system(&assemble(&sections, &[], &agent), &vars()).unwrap(),
+            "agent-7"
+        );
+    }
+
+    #[test]
+    fn the_newest_visible_tool_schema_provider_wins_scoped_over_global() {
+        use dsh_kernel::ScopeKind;
+        let root = Scope::root();
+        let registry = PromptRegistry::default();
+        let a = root.child(ScopeKind::Agent, "a").unwrap();
+        let b = root.child(ScopeKind::Agent, "b").unwrap();
+        let named = |name: &'static str| -> ToolSchemaProvider {
+            Arc::new(move |_: &Scope| Ok(vec![schema(name)]))
+        };
+        assert!(registry.tool_schemas(&a).is_none());
+        let global = registry.register_tool_schemas(&root, named("global"));
+        let _scoped = registry.register_tool_schemas(&a, named("scoped"));
+        let first = |scope: &Scope| {
+            registry.tool_schemas(scope).unwrap()(scope).unwrap()[0]
+                .name
+                .clone()
+        };
+        assert_eq!(first(&a), "scoped");
+        assert_eq!(first(&b), "global");
+        global.dispose();
+        assert!(registry.tool_schemas(&b).is_none());
+        a.dispose();
+        assert!(registry.tool_schemas(&a).is_none());
     }
 
     #[test]
@@ -445,9 +595,10 @@ mod tests {
         let assembly = assemble(
             &[],
             &[
-                Section::new("sandbox:policy", 1.0, "P"),
-                Section::new("x", 2.0, ""),
+                Section::new("sandbox:policy", Slot::Sandbox, "P"),
+                Section::new("x", Slot::Approval, ""),
             ],
+            &Scope::root(),
         );
         let (text, sections) = render_contexts(&assembly, &vars()).unwrap().unwrap();
         assert_eq!(text, format!("{RUNTIME_CONTEXT_HEADER}\n\nP"));
@@ -455,7 +606,10 @@ mod tests {
             sections,
             vec![("sandbox:policy".to_owned(), "P".to_owned())]
         );
-        assert_eq!(render_contexts(&assemble(&[], &[]), &vars()).unwrap(), None);
+        assert_eq!(
+            render_contexts(&assemble(&[], &[], &Scope::root()), &vars()).unwrap(),
+            None
+        );
     }
 
     fn schema(name: &str) -> ToolSchema {
@@ -495,10 +649,10 @@ mod tests {
         let registry = PromptRegistry::default();
         let a = root.child(ScopeKind::Agent, "a").unwrap();
         let b = root.child(ScopeKind::Agent, "b").unwrap();
-        let _ = registry.register_section(&root, Section::new("guide", 1.0, "global"));
-        let _ = registry.register_section(&a, Section::new("guide", 1.0, "scoped"));
+        let _ = registry.register_section(&root, Section::new("guide", Slot::Tools, "global"));
+        let _ = registry.register_section(&a, Section::new("guide", Slot::Tools, "scoped"));
         let texts = |scope: &Scope| {
-            render_system(&assemble(&registry.visible(scope).0, &[]), &vars()).unwrap()
+            render_system(&assemble(&registry.visible(scope).0, &[], scope), &vars()).unwrap()
         };
         assert_eq!(texts(&a), "scoped");
         assert_eq!(texts(&b), "global");

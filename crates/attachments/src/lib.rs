@@ -8,12 +8,16 @@
 //! [`dsh_llm::AttachmentResolver`] (the model adapter loads what it sends).
 //! Does not own: when an image may be used (model route checks live with the callers), the
 //! image block's wire shape (`dsh_tools::ImageAttachment`).
-//! Must not depend on: the agent loop, the session log, concrete tools, the ACP bridge.
+//! [`AttachmentsPlugin`] (`[plugins.attachments]`) provides the store to the other plugins.
+//! Must not depend on: concrete tools, the host, a front-end.
 
 mod error;
+mod plugin;
 mod store;
 
 pub use error::AttachmentError;
+pub use plugin::AttachmentSettings;
+pub use plugin::AttachmentsPlugin;
 pub use store::ACCEPTED_MEDIA_TYPES;
 pub use store::AttachmentLimits;
 pub use store::LocalAttachmentStore;

@@ -1,8 +1,4 @@
 //! `dsh acp`: serve the Agent Client Protocol on stdio (for Zed and other ACP editors).
-//!
-//! The bridge (crate `dsh-acp`) owns the protocol; this module only tells it how to make,
-//! resume and list sessions with the composed harness, and maps ACP session modes onto the
-//! permission presets.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,45 +15,53 @@ use dsh_acp::SessionFactory;
 use dsh_acp::SessionParts;
 use dsh_acp::StoredSession;
 use dsh_agent::AgentHandle;
+use dsh_host::SessionHost;
 use dsh_kernel::BoxFuture;
 use dsh_session::data::RequestHeader;
 
-use crate::compose::Harness;
-use crate::compose::PRESETS;
-use crate::compose::SessionState;
-use crate::config::Config;
-use crate::config::Overrides;
-
 pub fn run() -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
-        let harness = Arc::new(Harness::build(config)?);
-        harness.start_mcp().await?;
+    let code = runtime.block_on(async move {
+        let host = crate::host::start(&cwd, crate::host::overrides()).await?;
+        let _watch = crate::host::watch_and_log(&host);
         let factory = Arc::new(Factory {
-            harness: harness.clone(),
+            sessions: host.sessions(),
         });
-        let served = dsh_acp::serve_stdio(factory, BridgeConfig::default()).await;
-        harness.shutdown();
+        // A stop signal tears the bridge down like end of input: prompts are cancelled and
+        // answered, agents disposed (logs closed); tool processes die at the signal itself.
+        let mut stops = crate::signals::listen()?;
+        let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
+        let stop = async move {
+            let stop = stops.first().await;
+            let _ = stopped_tx.send(stop);
+        };
+        let served = dsh_acp::serve_stdio_until(factory, BridgeConfig::default(), stop).await;
+        host.shutdown();
         served?;
-        Ok(ExitCode::SUCCESS)
-    })
+        Ok(match stopped_rx.await {
+            Ok(stop) => stop.exit_code(),
+            Err(_) => ExitCode::SUCCESS,
+        })
+    });
+    // Stopped by a signal, stdin is still open and a blocking read of it still pending: do
+    // not wait for it.
+    runtime.shutdown_background();
+    code
 }
 
 struct Factory {
-    harness: Arc<Harness>,
+    sessions: SessionHost,
 }
 
-fn parts(harness: &Harness, agent: AgentHandle) -> SessionParts {
-    let current = agent
-        .scope()
-        .service::<SessionState>()
-        .and_then(|state| state.preset())
+fn parts(sessions: &SessionHost, agent: AgentHandle) -> SessionParts {
+    let current = sessions
+        .current_preset(&agent)
         .map_or("custom", |preset| preset.name);
-    let available = PRESETS
+    let available = sessions
+        .presets()
         .iter()
         .map(|preset| ModeInfo {
             id: preset.name.to_owned(),
@@ -67,7 +71,7 @@ fn parts(harness: &Harness, agent: AgentHandle) -> SessionParts {
         .collect();
     SessionParts {
         agent,
-        tools: Some(harness.registry.clone()),
+        tools: Some(sessions.registry()),
         modes: Some(ModeState {
             current: current.to_owned(),
             available,
@@ -80,19 +84,22 @@ impl SessionFactory for Factory {
         &self,
         request: NewSession,
     ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        let harness = self.harness.clone();
+        let sessions = self.sessions.clone();
         Box::pin(async move {
-            let agent = harness
-                .new_agent(&request.cwd, Some(request.session_id))
+            let agent = sessions
+                .create(dsh_host::NewSession {
+                    id: Some(request.session_id),
+                    cwd: request.cwd,
+                })
                 .map_err(|error| FactoryError::internal(format!("{error:#}")))?;
-            if let Err(error) = harness
+            if let Err(error) = sessions
                 .start_session_mcp(&agent, &request.mcp_servers)
                 .await
             {
                 agent.dispose().await;
                 return Err(FactoryError::invalid(format!("{error:#}")));
             }
-            Ok(parts(&harness, agent))
+            Ok(parts(&sessions, agent))
         })
     }
 
@@ -106,10 +113,12 @@ impl SessionFactory for Factory {
         _cwd: PathBuf,
     ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
         let result = self
-            .harness
-            .resume_agent(&session_id)
-            .map(|agent| parts(&self.harness, agent))
-            .map_err(|error| FactoryError::invalid(format!("{error:#}")));
+            .sessions
+            .load(&session_id)
+            .map(|agent| parts(&self.sessions, agent))
+            .map_err(|error| {
+                FactoryError::invalid(format!("cannot resume session {session_id}: {error:#}"))
+            });
         Box::pin(async move { result })
     }
 
@@ -117,46 +126,40 @@ impl SessionFactory for Factory {
         &self,
         cwd: Option<PathBuf>,
     ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
-        let result = dsh_acp::stored_sessions(&self.harness.store, cwd.as_deref());
+        let result = dsh_acp::stored_sessions(self.sessions.store().as_ref(), cwd.as_deref());
         Box::pin(async move { result })
     }
 
     fn prompt_images(&self) -> Option<Arc<dyn PromptImageStore>> {
-        self.harness
-            .attachments
-            .as_ref()
-            .map(crate::images::Attachments::prompt_store)
+        self.sessions
+            .attachments()
+            .map(crate::prompt_images::prompt_store)
     }
 
     /// The agent's current route is its latest request header, else the configured one.
     fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, FactoryError> {
-        let settings = &self.harness.settings;
         let header = agent
             .and_then(|agent| agent.log().request_header())
             .and_then(|event| event.decode::<RequestHeader>())
             .transpose()
             .map_err(|error| FactoryError::internal(format!("unreadable request header: {error}")))?
             .map(|header| header.header.config);
-        let (provider, model) = match &header {
-            Some(config) => (config.provider.as_str(), config.model.as_str()),
-            None => (settings.provider.as_str(), settings.model.as_str()),
+        let (provider, model) = match header {
+            Some(config) => (config.provider, config.model),
+            None => self.sessions.route(),
         };
-        Ok(match self.harness.accepts_images(provider, model) {
+        Ok(match self.sessions.accepts_images(&provider, &model) {
             None => ImageInput::Unresolved,
             Some(accepts_images) => ImageInput::Model {
-                model: model.to_owned(),
+                model,
                 accepts_images,
             },
         })
     }
 
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
-        let preset = PRESETS
-            .iter()
-            .find(|preset| preset.name == mode_id)
-            .ok_or_else(|| FactoryError::invalid(format!("unknown mode: {mode_id}")))?;
-        self.harness
-            .set_preset(agent, preset)
-            .map_err(|error| FactoryError::internal(format!("{error:#}")))
+        self.sessions
+            .set_preset(agent, mode_id)
+            .map_err(|error| FactoryError::invalid(format!("{error:#}")))
     }
 }

@@ -16,9 +16,8 @@ use dsh_session::data::AssistantMessage;
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use crate::compose::Harness;
-use crate::config::Config;
-use crate::config::Overrides;
+use dsh_host::NewSession;
+use dsh_host::Overrides;
 
 /// How `dsh exec` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -41,30 +40,25 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     if task.trim().is_empty() {
         anyhow::bail!("a task is required, for example: dsh exec \"run the tests\"");
     }
-    let cwd = match args.cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    let overrides = Overrides {
-        model: args.model,
-        ..Overrides::default()
-    };
-    let config = Config::load(&cwd, &overrides)?;
+    let cwd = crate::host::cwd_or_current(args.cwd)?;
+    let mut overrides = crate::host::overrides();
+    if let Some(model) = args.model {
+        overrides.set("model.name", model);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(run_task(config, cwd, task, args.output))
+    runtime.block_on(run_task(overrides, cwd, task, args.output))
 }
 
 async fn run_task(
-    config: Config,
+    overrides: Overrides,
     cwd: PathBuf,
     task: String,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let harness = Harness::build(config)?;
-    harness.start_mcp().await?;
-    let agent = harness.new_agent(&cwd, None)?;
+    let host = crate::host::start(&cwd, overrides).await?;
+    let agent = host.sessions().create(NewSession { id: None, cwd })?;
     let session_id = agent.id().to_owned();
     let first_seq = agent.log().len();
 
@@ -76,14 +70,22 @@ async fn run_task(
     let printer = (output == Output::StreamJson)
         .then(|| tokio::spawn(print_events(session_id.clone(), receiver)));
 
+    // SIGINT, SIGTERM, SIGHUP: tool processes are killed at once, the turn is cancelled, the
+    // log closed below, and the exit code says which signal it was.
+    let mut stops = crate::signals::listen()?;
     let cancel_agent = agent.clone();
     let interrupt = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            cancel_agent.cancel(CancelCause::User, false);
-        }
+        let stop = stops.first().await;
+        cancel_agent.cancel(CancelCause::User, false);
+        stop
     });
     let outcome = dsh_agent::run_once(&agent, &task).await;
-    interrupt.abort();
+    let stopped = if interrupt.is_finished() {
+        interrupt.await.ok()
+    } else {
+        interrupt.abort();
+        None
+    };
     drop(subscription);
     if let Some(printer) = printer {
         let _ = printer.await;
@@ -105,7 +107,10 @@ async fn run_task(
     stdout.flush()?;
     drop(stdout);
     agent.dispose().await;
-    harness.shutdown();
+    host.shutdown();
+    if let Some(stop) = stopped {
+        return Ok(stop.exit_code());
+    }
     Ok(match &outcome.reason {
         Some(TurnEndReason::Completed) => ExitCode::SUCCESS,
         Some(TurnEndReason::Error { error }) => {

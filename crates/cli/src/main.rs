@@ -1,4 +1,5 @@
-//! The `dsh` binary: the composition root and the only crate that writes to the terminal.
+//! The `dsh` binary: argv → configuration → host (`dsh-host`) → front-end. The only crate that
+//! writes to the terminal; no plugin logic lives here.
 //!
 //! stdout rules: `dsh exec` prints the final answer (text) or JSON lines (stream-json) and
 //! nothing else; `dsh acp` writes only protocol frames to stdout. Diagnostics go to stderr
@@ -7,18 +8,14 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod acp;
-mod compose;
-mod config;
 mod exec;
-mod images;
+mod host;
 mod mcp_cmd;
-mod reach;
+mod prompt_images;
 mod sessions;
-mod settings;
-mod shell;
-mod skills;
-mod titles;
+mod signals;
 mod tools_cmd;
+mod trust;
 mod tui;
 
 use std::path::PathBuf;
@@ -39,6 +36,9 @@ use clap::Subcommand;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Trust this folder's `.dsh/config.toml` for this run (see `dsh trust`).
+    #[arg(long, global = true)]
+    trust_project: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +89,16 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Trust a folder's own `.dsh/config.toml` (recorded in $DSH_HOME/config.toml). Until
+    /// then, its settings that could widen the sandbox, redirect credentials or start
+    /// processes are ignored.
+    Trust {
+        /// The folder (default: the current folder).
+        path: Option<PathBuf>,
+        /// Mark the folder untrusted instead.
+        #[arg(long)]
+        revoke: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -122,16 +132,27 @@ enum McpCommand {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Print the effective configuration and where each table came from.
+    /// Validate the configuration, then print it with the layer each key came from.
     Show {
         /// The project folder whose `.dsh/config.toml` applies (default: the current folder).
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Print JSON (the effective tree and each key's origin) instead of TOML.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 fn main() -> ExitCode {
+    // Re-executed as the process guard of an unconfined tool command: nothing else runs.
+    if let Some(code) = dsh_tool_shell::guard::run_if_invoked() {
+        return code;
+    }
+    dsh_tool_shell::guard::set_program(guard_program());
     let cli = Cli::parse();
+    if cli.trust_project {
+        host::trust_for_this_run();
+    }
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
     let result = match cli.command {
@@ -161,10 +182,13 @@ fn main() -> ExitCode {
         }) => sessions::show(&id),
         Some(Command::Sessions {
             command: SessionsCommand::Export { id, output },
-        }) => reach::export_session(&id, output),
+        }) => sessions::export(&id, output),
         Some(Command::Config {
-            command: ConfigCommand::Show { cwd },
-        }) => config_show(cwd),
+            command: ConfigCommand::Show { cwd, json },
+        }) => config_show(cwd, json),
+        Some(Command::Trust { path, revoke }) => dsh_host::config::dsh_home()
+            .map_err(anyhow::Error::from)
+            .and_then(|home| trust::command(&home, path, revoke)),
     };
     match result {
         Ok(code) => code,
@@ -175,12 +199,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// This binary, as the guard of unconfined tool commands. `/proc/self/exe` still runs the
+/// binary that is running even after it was replaced on disk.
+fn guard_program() -> PathBuf {
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return proc_exe;
+    }
+    std::env::current_exe().unwrap_or(proc_exe)
+}
+
 fn init_tracing(to_file: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let file = to_file
         .then(|| {
-            let dir = config::dsh_home().ok()?.join("logs");
+            let dir = dsh_host::config::dsh_home().ok()?.join("logs");
             std::fs::create_dir_all(&dir).ok()?;
             std::fs::OpenOptions::new()
                 .create(true)
@@ -200,19 +234,23 @@ fn init_tracing(to_file: bool) {
     };
 }
 
-fn config_show(cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let cwd = match cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir()?,
-    };
-    let config = config::Config::load(&cwd, &config::Overrides::default())?;
-    println!("# home: {}", config.home.display());
-    for (layer, path) in &config.files {
-        println!("# {layer} file: {}", path.display());
-    }
-    for (key, value) in config.tree() {
-        println!("[{key}] (from {})", config.source(key));
-        println!("{}", serde_json::to_string_pretty(value)?);
+fn config_show(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let cwd = host::cwd_or_current(cwd)?;
+    let config = host::load(&cwd, &host::overrides())?;
+    let table = dsh_host::builtin_plugins();
+    if json {
+        let value = dsh_host::show::render_json(&config, &table)?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", dsh_host::show::render_toml(&config, &table)?);
+        if let Some(project) = &config.project {
+            let trust = if project.trusted {
+                "trusted"
+            } else {
+                "not trusted"
+            };
+            println!("# project folder: {} ({trust})", project.folder.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,18 +3,19 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::compose::Settings;
-use crate::config::Config;
-use crate::config::Overrides;
-
 pub fn list(json: bool) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
-    let settings = Settings::from_config(&config)?;
+    let config = crate::host::load(&cwd, &crate::host::overrides())?;
+    let table = dsh_host::builtin_plugins();
+    dsh_host::check(&config, &table)?;
+    let servers: Vec<dsh_mcp::McpServerConfig> = match config.get("mcp.servers") {
+        Some(servers) => serde_json::from_value(servers.clone())?,
+        None => Vec::new(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let statuses = runtime.block_on(dsh_mcp::list_servers(&settings.mcp_servers));
+    let statuses = runtime.block_on(dsh_mcp::list_servers(&servers));
     let mut out = std::io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;

@@ -4,24 +4,21 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::compose::Harness;
-use crate::config::Config;
-use crate::config::Overrides;
+use dsh_host::Host;
+use dsh_host::HostOptions;
 
 pub fn run(json: bool, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let cwd = match cwd {
-        Some(cwd) => cwd,
-        None => std::env::current_dir()?,
-    };
-    let config = Config::load(&cwd, &Overrides::default())?;
+    let cwd = crate::host::cwd_or_current(cwd)?;
+    let config = crate::host::load(&cwd, &crate::host::overrides())?;
+    crate::trust::print_notice(config.project.as_ref());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let harness = Harness::build(config)?;
-        let agent = harness.preview_agent(&cwd)?;
-        let mut schemas = harness.registry.schemas(Some(agent.scope()))?;
-        schemas.sort_by(|a, b| a.name.cmp(&b.name));
+        let host = Host::build(HostOptions::new(config))?;
+        let sessions = host.sessions();
+        let agent = sessions.preview(&cwd)?;
+        let schemas = sessions.offered_tools(&agent)?;
         let mut out = std::io::stdout().lock();
         if json {
             writeln!(out, "{}", serde_json::to_string_pretty(&schemas)?)?;
@@ -33,7 +30,7 @@ pub fn run(json: bool, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         }
         drop(out);
         agent.dispose().await;
-        harness.shutdown();
+        host.shutdown();
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -1,15 +1,13 @@
-//! `dsh` / `dsh resume [ID]`: the interactive UI (crate `dsh-tui`) over the composed harness.
+//! `dsh` / `dsh resume [ID]`: the interactive UI (crate `dsh-tui`) over the host.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
+use dsh_host::NewSession;
+use dsh_host::SessionHost;
 use dsh_session::SessionSummary;
-
-use crate::compose::Harness;
-use crate::config::Config;
-use crate::config::Overrides;
 
 pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
     if !dsh_tui::is_interactive() {
@@ -17,47 +15,54 @@ pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let cwd = std::env::current_dir()?;
-    let config = Config::load(&cwd, &Overrides::default())?;
+    let overrides = crate::host::overrides();
+    let config = crate::host::load(&cwd, &overrides)?;
+    // Asked before the UI takes the terminal over; a yes applies the project layer whole.
+    crate::trust::ask_once(&config.home, config.project.as_ref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let harness = Arc::new(Harness::build(config)?);
-        harness.start_mcp().await?;
+        let host = crate::host::start(&cwd, overrides).await?;
+        let _watch = crate::host::watch_and_log(&host);
+        let sessions = host.sessions();
         let app = dsh_tui::TuiApp {
             factory: Arc::new(Factory {
-                harness: harness.clone(),
+                sessions: sessions.clone(),
             }),
-            registry: harness.registry.clone(),
-            model: harness.settings.model.clone(),
+            registry: sessions.registry(),
+            model: sessions.route().1,
             cwd,
             start,
         };
         let result = dsh_tui::run(app).await;
-        harness.shutdown();
+        host.shutdown();
         result?;
         Ok(ExitCode::SUCCESS)
     })
 }
 
 struct Factory {
-    harness: Arc<Harness>,
+    sessions: SessionHost,
 }
 
 impl dsh_tui::SessionFactory for Factory {
     fn new_session(&self, cwd: &Path) -> anyhow::Result<AgentHandle> {
-        self.harness.new_agent(cwd, None)
+        Ok(self.sessions.create(NewSession {
+            id: None,
+            cwd: cwd.to_path_buf(),
+        })?)
     }
 
     fn resume(&self, id: &str) -> anyhow::Result<AgentHandle> {
-        self.harness.resume_agent(id)
+        Ok(self.sessions.load(id)?)
     }
 
     fn list_sessions(&self) -> anyhow::Result<Vec<SessionSummary>> {
-        Ok(self.harness.store.list()?)
+        Ok(self.sessions.list()?)
     }
 
     fn jobs(&self, agent: &AgentHandle) -> Vec<String> {
-        self.harness.job_lines(agent)
+        self.sessions.job_lines(agent)
     }
 }

@@ -246,7 +246,7 @@ async fn prompt_and_tool_images_reach_an_image_capable_model_as_data_urls() {
 
     let stored = home.path().join(format!("attachments/sha256-{RED_HEX}"));
     assert_eq!(std::fs::read(&stored).unwrap(), base64_decode(RED_PNG));
-    let log = dsh_session::SessionStore::new(home.path().to_path_buf())
+    let log = dsh_session::JsonlStore::new(home.path().to_path_buf())
         .find(&session)
         .unwrap()
         .expect("the session is persisted");

@@ -6,15 +6,17 @@
 //! scheduler, the outer result rendering, the code-runtime seam ([`CodeRuntime`]) and its
 //! shipped backend ([`QuickJsRuntime`]: QuickJS through `rquickjs`, TypeScript type-stripping
 //! through `oxc`), the generated TypeScript SDK and the code-only rule prompt sections, and the
-//! `tool/code-dispatch-start` / `tool/code-dispatch` event vocabulary ([`CodeDispatchLog`]).
-//! Does not own: the registry, modes and the §5.2 collapse (`dsh-tools`), the session log and
-//! prompt assembly (the composition implements [`CodeDispatchLog`] and registers the sections).
-//! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
+//! `tool/code-dispatch-start` / `tool/code-dispatch` event vocabulary (recorded through the
+//! session's `SessionContext`), and [`CodePlugin`] (`[plugins.code]`), which registers the
+//! transport, the runtime, the prompt sections and the wire tool list.
+//! Does not own: the registry, modes and the §5.2 collapse (`dsh-tools`), prompt assembly.
+//! Must not depend on: any other capability crate, the host, a front-end.
 
 mod bridge;
 mod convert;
 mod engine;
 mod log;
+mod plugin;
 mod render;
 mod runtime;
 mod scheduler;
@@ -28,9 +30,10 @@ pub use engine::ARGS_LOSSY;
 pub use log::CODE_DISPATCH;
 pub use log::CODE_DISPATCH_START;
 pub use log::CodeDispatchEvent;
-pub use log::CodeDispatchLog;
 pub use log::DispatchLogHook;
 pub use log::DispatchLogInput;
+pub use plugin::CodePlugin;
+pub use plugin::CodeSettings;
 pub use render::NO_OUTPUT;
 pub use render::pretty_json;
 pub use render::render_text;

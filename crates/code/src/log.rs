@@ -1,7 +1,6 @@
-//! The durable sub-call events (`tool/code-dispatch-start`, `tool/code-dispatch`) and the
-//! sink the composition provides to append them to the session log.
+//! The durable sub-call events (`tool/code-dispatch-start`, `tool/code-dispatch`), recorded
+//! through the calling session's `SessionContext`.
 
-use dsh_kernel::BoxFuture;
 use dsh_kernel::Waterfall;
 use dsh_protocol::ContentBlock;
 use dsh_tools::ToolError;
@@ -97,10 +96,16 @@ impl Drop for CodeDispatchEvent {
     }
 }
 
-/// Appends sub-call events to the calling agent's session log. Looked up as a kernel service
-/// (`dyn CodeDispatchLog`) on the calling agent's scope; without one nothing is logged.
-pub trait CodeDispatchLog: Send + Sync {
-    fn append(&self, event: CodeDispatchEvent) -> BoxFuture<'static, ()>;
+/// Where a run's sub-call events go: the calling agent's session, when it has one.
+#[derive(Clone)]
+pub(crate) struct DispatchLog(pub(crate) std::sync::Arc<dsh_plugin::SessionContext>);
+
+impl DispatchLog {
+    pub(crate) async fn append(&self, event: CodeDispatchEvent) {
+        if let Err(error) = self.0.record_raw(event.event_type(), event.data()) {
+            tracing::warn!(%error, "cannot log a Code Mode sub-call event");
+        }
+    }
 }
 
 /// Input of the `tools/code-dispatch-log` waterfall: the content about to be logged.

@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bridge::RunOver;
 use crate::bridge::SETTLED;
 use crate::log::CodeDispatchEvent;
-use crate::log::CodeDispatchLog;
+use crate::log::DispatchLog;
 use crate::log::DispatchLogInput;
 use crate::transport::CodeMode;
 
@@ -78,7 +78,7 @@ pub(crate) struct Driver {
     controller: CancellationToken,
     over: Arc<RunOver>,
     max_parallel: usize,
-    log: Option<Arc<dyn CodeDispatchLog>>,
+    log: Option<DispatchLog>,
     queue: VecDeque<Submission>,
     started: VecDeque<Started>,
     running: usize,
@@ -97,7 +97,8 @@ impl Driver {
     ) -> Self {
         let log = outer
             .agent()
-            .and_then(|agent| agent.scope().service::<dyn CodeDispatchLog>());
+            .and_then(|agent| dsh_plugin::SessionContext::of(agent.scope()))
+            .map(DispatchLog);
         Self {
             registry,
             code_mode,

@@ -14,10 +14,10 @@ use crate::transport::CodeModeError;
 
 /// The `tools:code-only` section (order 99) in `code` mode.
 pub const CODE_ONLY_RULE: &str = "`run_code` is the only tool you can call directly — a tool call naming any other tool fails. Reach every tool the SDK declares below from inside the program.";
-/// Prompt section name and order of the rule.
-pub const CODE_ONLY_SECTION: (&str, i32) = ("tools:code-only", 99);
-/// Prompt section name and order of the SDK.
-pub const SDK_SECTION: (&str, i32) = ("tools:sdk", 150);
+/// Prompt section name of the rule (in the preamble slot).
+pub const CODE_ONLY_SECTION: &str = "tools:code-only";
+/// Prompt section name of the SDK (in the reference slot).
+pub const SDK_SECTION: &str = "tools:sdk";
 
 const INSTRUCTIONS: &str = "## Writing code for run_code
 

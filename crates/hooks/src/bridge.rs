@@ -18,7 +18,6 @@ use serde_json::json;
 
 use crate::Dialect;
 use crate::HookEvent;
-use crate::HookSink;
 use crate::HooksConfig;
 use crate::Point;
 use crate::config::Handler;
@@ -26,6 +25,7 @@ use crate::runner::HookOutcome;
 use crate::runner::interpret;
 use crate::runner::run_command;
 use crate::runner::stderr_summary;
+use dsh_plugin::SessionContext;
 
 /// Registers `config`'s hooks on `registry`, owned by `owner`. Registers nothing for an empty
 /// configuration. The listeners go innermost, so a policy prepended outermost (spilling) still
@@ -193,19 +193,17 @@ fn context_message(dialect: Dialect, text: String) -> Message {
 
 /// Where a call's hooks run and report.
 struct Site {
-    sink: Option<Arc<dyn HookSink>>,
+    session: Option<Arc<SessionContext>>,
     cwd: PathBuf,
     session_id: String,
 }
 
 impl Site {
     fn of(exec: &Execution) -> Self {
-        let sink = exec
-            .subject()
-            .and_then(|scope| scope.service::<dyn HookSink>());
-        let cwd = sink
+        let session = exec.subject().and_then(SessionContext::of);
+        let cwd = session
             .as_ref()
-            .and_then(|sink| sink.cwd())
+            .map(|session| session.cwd().to_path_buf())
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("."));
         let session_id = exec
@@ -213,7 +211,7 @@ impl Site {
             .map(|agent| agent.id().to_owned())
             .unwrap_or_default();
         Self {
-            sink,
+            session,
             cwd,
             session_id,
         }
@@ -272,8 +270,14 @@ impl Site {
     }
 
     fn record(&self, event: HookEvent) {
-        match &self.sink {
-            Some(sink) => sink.record(&event),
+        match &self.session {
+            Some(session) => {
+                if let Err(error) =
+                    session.record_raw(event.event_type(), event.data(session.turn()))
+                {
+                    tracing::warn!(%error, "cannot log a hook event");
+                }
+            }
             None => {
                 tracing::debug!(event = event.event_type(), data = %event.data(0), "hook event (no sink)")
             }

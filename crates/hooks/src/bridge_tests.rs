@@ -1,7 +1,5 @@
 use std::path::Path;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -27,10 +25,10 @@ use serde_json::json;
 
 use crate::Dialect;
 use crate::HookEvent;
-use crate::HookSink;
 use crate::HooksConfig;
 use crate::Point;
 use crate::install;
+use dsh_plugin::SessionContext;
 
 struct TestAgent(Scope);
 
@@ -46,17 +44,38 @@ impl AgentHandle for TestAgent {
     }
 }
 
-struct Sink {
-    cwd: PathBuf,
-    events: Mutex<Vec<HookEvent>>,
-}
-
-impl HookSink for Sink {
-    fn record(&self, event: &HookEvent) {
-        self.events.lock().unwrap().push(event.clone());
-    }
-    fn cwd(&self) -> Option<PathBuf> {
-        Some(self.cwd.clone())
+/// Reads a logged `hook/invoked` / `hook/result` back into the bridge's event type.
+fn decode(kind: &str, data: &Value) -> HookEvent {
+    let point = match data["point"].as_str() {
+        Some("PostToolUse") => Point::PostToolUse,
+        _ => Point::PreToolUse,
+    };
+    let handler_id = data["handlerId"].as_str().unwrap().to_owned();
+    match kind {
+        "hook/invoked" => HookEvent::Invoked {
+            point,
+            dialect: if data["dialect"] == "codex" {
+                Dialect::Codex
+            } else {
+                Dialect::ClaudeCode
+            },
+            handler_id,
+            matcher: data["matcher"].as_str().map(str::to_owned),
+        },
+        _ => HookEvent::Result {
+            point,
+            handler_id,
+            decision: Box::leak(
+                data["decision"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+                    .into_boxed_str(),
+            ),
+            exit_code: data["exitCode"].as_i64().map(|c| c as i32),
+            stderr_summary: data["stderrSummary"].as_str().map(str::to_owned),
+            duration_ms: data["durationMs"].as_f64().unwrap(),
+        },
     }
 }
 
@@ -64,7 +83,7 @@ struct Fixture {
     dir: tempfile::TempDir,
     registry: Arc<ToolRegistry>,
     agent: Arc<TestAgent>,
-    sink: Arc<Sink>,
+    session: Arc<SessionContext>,
     runs: Arc<AtomicUsize>,
     _root: Scope,
 }
@@ -96,16 +115,20 @@ impl Fixture {
         let config = HooksConfig::parse(dialect, &hooks.to_string()).unwrap();
         install(&registry, &root, config);
         let agent_scope = root.child(ScopeKind::Agent, "a").unwrap();
-        let sink = Arc::new(Sink {
-            cwd: dir.path().to_path_buf(),
-            events: Mutex::new(Vec::new()),
-        });
-        agent_scope.provide::<dyn HookSink>(sink.clone()).unwrap();
+        let log =
+            dsh_session::SessionLog::in_memory(dsh_session::SessionHeader::new("session-1", None));
+        let session = Arc::new(SessionContext::new(
+            log,
+            dir.path().to_path_buf(),
+            None,
+            dsh_plugin::Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
+        ));
+        agent_scope.provide(session.clone()).unwrap();
         Self {
             dir,
             registry,
             agent: Arc::new(TestAgent(agent_scope)),
-            sink,
+            session,
             runs,
             _root: root,
         }
@@ -123,7 +146,12 @@ impl Fixture {
     }
 
     fn events(&self) -> Vec<HookEvent> {
-        self.sink.events.lock().unwrap().clone()
+        self.session
+            .log()
+            .events()
+            .iter()
+            .map(|event| decode(&event.kind, &event.data))
+            .collect()
     }
 
     fn decisions(&self) -> Vec<&'static str> {

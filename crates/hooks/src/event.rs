@@ -1,24 +1,11 @@
-//! `hook/invoked` and `hook/result`, and the seam the composition provides to record them.
-
-use std::path::PathBuf;
+//! `hook/invoked` and `hook/result`: the bridges' durable events, recorded through the
+//! session's `SessionContext`.
 
 use serde_json::Map;
 use serde_json::Value;
 
 use crate::Dialect;
 use crate::Point;
-
-/// Where the bridges send their events and learn the session's cwd. Looked up as a kernel
-/// service (`Scope::service::<dyn HookSink>()`) on the calling agent's scope; without one the
-/// events are only traced and commands run in the process cwd.
-pub trait HookSink: Send + Sync {
-    /// Appends the event; the sink adds `turn` (the bridges do not know it).
-    fn record(&self, event: &HookEvent);
-    /// The session's working directory, where hook commands run.
-    fn cwd(&self) -> Option<PathBuf> {
-        None
-    }
-}
 
 /// One durable hook event.
 #[derive(Debug, Clone, PartialEq)]

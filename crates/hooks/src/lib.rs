@@ -6,9 +6,9 @@
 //! bounded output), mapping their answers onto the tool pipeline (a `tools/pre-execute`
 //! listener that denies/asks, a `tools/post-execute` listener that blocks or adds context), and
 //! the `hook/invoked` / `hook/result` event shapes ([`HookEvent`]).
-//! Does not own: where the events go or which cwd a session has — the composition provides a
-//! [`HookSink`] as a kernel service on each agent's scope (it appends to the session log).
-//! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
+//! The events go to the session log, and commands run in the session's cwd, through the
+//! calling agent's `SessionContext`; [`HooksPlugin`] mounts a bridge from `[plugins.hooks-*]`.
+//! Must not depend on: any other capability crate, the host, a front-end.
 
 mod bridge;
 mod config;
@@ -22,7 +22,6 @@ pub use config::DEFAULT_TIMEOUT;
 pub use config::Handler;
 pub use config::HooksConfig;
 pub use event::HookEvent;
-pub use event::HookSink;
 pub use runner::HookOutcome;
 pub use runner::HookRun;
 pub use runner::run_command;
@@ -87,4 +86,72 @@ pub enum HooksError {
     },
     #[error("invalid hook configuration {}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
+}
+
+/// `[plugins.hooks-claude-code]` and `[plugins.hooks-codex]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSettings {
+    /// The bridge's hook file, resolved against the process's launch directory and read when
+    /// the plugin applies; absent = the bridge is off, a missing file = no hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_path: Option<PathBuf>,
+}
+
+/// One hook bridge as a plugin; `D` picks the dialect.
+#[derive(Debug, Default)]
+pub struct HooksPlugin<D: DialectMarker>(std::marker::PhantomData<D>);
+
+/// Type-level dialect of a [`HooksPlugin`].
+pub trait DialectMarker: Default + Send + Sync + 'static {
+    const DIALECT: Dialect;
+    const NAME: &'static str;
+}
+
+/// The Claude Code bridge.
+#[derive(Debug, Default)]
+pub struct ClaudeCode;
+
+/// The Codex bridge.
+#[derive(Debug, Default)]
+pub struct Codex;
+
+impl DialectMarker for ClaudeCode {
+    const DIALECT: Dialect = Dialect::ClaudeCode;
+    const NAME: &'static str = "hooks-claude-code";
+}
+
+impl DialectMarker for Codex {
+    const DIALECT: Dialect = Dialect::Codex;
+    const NAME: &'static str = "hooks-codex";
+}
+
+impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
+    type Config = HooksSettings;
+
+    fn name(&self) -> &str {
+        D::NAME
+    }
+
+    fn apply(
+        &self,
+        ctx: &dsh_kernel::Scope,
+        config: HooksSettings,
+    ) -> Result<(), dsh_plugin::PluginError> {
+        let Some(path) = config.config_path else {
+            return Ok(());
+        };
+        let host = dsh_plugin::HostServices::of(ctx)?;
+        // Upstream resolves the file from the launch directory: one file for every session.
+        let path = host.info.launch_cwd.join(path);
+        let hooks = HooksConfig::load(D::DIALECT, &path).map_err(dsh_plugin::PluginError::other)?;
+        if let Some(hooks) = hooks {
+            install(&host.tools, ctx, hooks);
+        }
+        Ok(())
+    }
+}
+
+impl<D: DialectMarker> dsh_plugin::HostPlugin for HooksPlugin<D> {
+    const NAME: &'static str = D::NAME;
 }

@@ -37,7 +37,10 @@ pub struct HookRun {
 }
 
 /// Runs `bash -c <command>` in `cwd` with `payload` on stdin, killed (with its whole process
-/// group) after `timeout` or when `signal` fires.
+/// group) after `timeout` or when `signal` fires. The command inherits dsh's environment
+/// through the shared child filter (`dsh_secrets::parent_env`): no credential, no registered
+/// secret (the provider key), no `DSH_*` setting. `bash` is resolved to an absolute path in
+/// that environment's `PATH`, so the spawn stays on `posix_spawn`.
 pub async fn run_command(
     command: &str,
     cwd: &Path,
@@ -47,10 +50,19 @@ pub async fn run_command(
 ) -> HookRun {
     let started = Instant::now();
     let mut run = HookRun::default();
-    let spawned = tokio::process::Command::new("bash")
+    let env = dsh_secrets::parent_env();
+    let path = env
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| value.as_str());
+    let bash = dsh_secrets::resolve_program("bash", path, cwd)
+        .unwrap_or_else(|| std::path::PathBuf::from("bash"));
+    let spawned = tokio::process::Command::new(bash)
         .arg("-c")
         .arg(command)
         .current_dir(cwd)
+        .env_clear()
+        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

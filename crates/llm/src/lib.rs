@@ -2,8 +2,9 @@
 //!
 //! Owns: the [`ModelAdapter`] trait the agent loop talks to, [`ModelRequest`], the
 //! [`BlockAssembler`] (the single fold of stream chunks into content blocks), the provider
-//! [`RetryPolicy`] decisions, and the DeepSeek chat-completions adapter (request body, SSE
-//! parsing, chunk translation, error mapping, idle watchdog).
+//! [`RetryPolicy`] decisions, the provider registry ([`PROVIDERS`], [`build_adapter`]), the
+//! DeepSeek chat-completions adapter (request body, SSE parsing, chunk translation, error
+//! mapping, idle watchdog) and a generic OpenAI-compatible one ([`OpenAiCompatibleAdapter`]).
 //! Does not own: the message/stream vocabulary (that is `dsh-protocol`, re-exported here), when
 //! to retry or how to log it (the agent loop), the session log.
 //! Must not depend on: `dsh-session`, `dsh-tools`, `dsh-agent`. The loop never sees wire JSON.
@@ -12,6 +13,8 @@ mod adapter;
 mod assembler;
 mod deepseek;
 mod error;
+pub mod openai;
+mod providers;
 mod retry;
 
 pub use adapter::ChunkStream;
@@ -35,6 +38,15 @@ pub use deepseek::chat_request_body;
 pub use deepseek::chat_request_body_with;
 pub use error::LlmError;
 pub use error::codes;
+pub use openai::OpenAiCompatibleAdapter;
+pub use openai::OpenAiConfig;
+pub use providers::EnvLookup;
+pub use providers::PROVIDERS;
+pub use providers::Provider;
+pub use providers::ProviderSettings;
+pub use providers::apply_catalog;
+pub use providers::build_adapter;
+pub use providers::provider;
 pub use retry::RetryPolicy;
 pub use tokio_util::sync::CancellationToken;
 

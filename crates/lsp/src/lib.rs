@@ -23,6 +23,7 @@ use dsh_kernel::PluginError;
 use dsh_kernel::Scope;
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
+use serde::Serialize;
 
 pub use error::LspError;
 pub use service::LspProvider;
@@ -35,7 +36,7 @@ pub use tool::SECTION_TEXT;
 pub use tool::WorkspaceResolver;
 
 /// `[plugins.lsp]`: the tool's settings and the stdio servers.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LspPluginConfig {
     #[serde(default = "defaults::max_locations")]
@@ -61,9 +62,33 @@ mod defaults {
     }
 }
 
-/// The LSP service, the configured stdio servers and the `lsp` tool.
+impl Default for LspPluginConfig {
+    fn default() -> Self {
+        Self {
+            max_locations: defaults::max_locations(),
+            max_result_chars: defaults::max_result_chars(),
+            timeout_ms: defaults::timeout_ms(),
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// The LSP service, the configured stdio servers and the `lsp` tool. The workspace of a call
+/// is its session's cwd (the host's session context when `workspace` is unset).
+#[derive(Default)]
 pub struct LspPlugin {
-    pub workspace: WorkspaceResolver,
+    pub workspace: Option<WorkspaceResolver>,
+}
+
+impl std::fmt::Debug for LspPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LspPlugin").finish_non_exhaustive()
+    }
+}
+
+impl dsh_plugin::HostPlugin for LspPlugin {
+    const NAME: &'static str = "lsp";
+    const ENABLED_BY_DEFAULT: bool = false;
 }
 
 impl Plugin for LspPlugin {
@@ -113,7 +138,21 @@ impl Plugin for LspPlugin {
         let registry = ctx
             .service::<ToolRegistry>()
             .ok_or_else(|| PluginError::msg("no tool registry is installed"))?;
-        let definition = tool::definition(service, self.workspace.clone(), tool_config)
+        let workspace: WorkspaceResolver = match &self.workspace {
+            Some(workspace) => workspace.clone(),
+            None => Arc::new(|run: &dsh_tools::ToolRun| {
+                dsh_plugin::SessionContext::for_run(run, "lsp")
+                    .ok()
+                    .map(|session| session.cwd().to_path_buf())
+            }),
+        };
+        if let Ok(host) = dsh_plugin::HostServices::of(ctx) {
+            host.prompts.register_section(
+                ctx,
+                dsh_plugin::Section::new(SECTION.0, dsh_plugin::Slot::Tools, SECTION_TEXT),
+            );
+        }
+        let definition = tool::definition(service, workspace, tool_config)
             .map_err(|e| PluginError::msg(e.to_string()))?;
         registry
             .register(ctx, definition)

@@ -70,7 +70,7 @@ fn setup(config: Value, files: &[(&str, &str)]) -> Setup {
     let cwd = workspace.path().to_path_buf();
     let scope = root.child(ScopeKind::Plugin, "lsp").unwrap();
     LspPlugin {
-        workspace: Arc::new(move |run| run.agent().map(|_| cwd.clone())),
+        workspace: Some(Arc::new(move |run| run.agent().map(|_| cwd.clone()))),
     }
     .apply(&scope, serde_json::from_value(config).unwrap())
     .unwrap();

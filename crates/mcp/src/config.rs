@@ -274,22 +274,13 @@ fn validate_name(name: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// The parent environment minus anything that looks like a credential (a name containing
-/// KEY, PASSWORD, SECRET or TOKEN, any case) and dsh's own `DSH_*` settings, plus `extra`.
+/// The parent environment through the shared child filter (`dsh_secrets::filter_env`: no
+/// credential-like name, no registered secret value, no `DSH_*` setting), plus `extra`.
 pub fn scrubbed_env(
     parent: impl IntoIterator<Item = (String, String)>,
     extra: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = parent
-        .into_iter()
-        .filter(|(name, _)| {
-            let upper = name.to_ascii_uppercase();
-            let secret = ["KEY", "PASSWORD", "SECRET", "TOKEN"]
-                .iter()
-                .any(|word| upper.contains(word));
-            !secret && !name.starts_with("DSH_")
-        })
-        .collect();
+    let mut out: BTreeMap<String, String> = dsh_secrets::filter_env(parent).into_iter().collect();
     out.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     out
 }

@@ -227,12 +227,26 @@ pub(crate) async fn connect(
             env,
             cwd,
         } => {
-            let mut cmd = tokio::process::Command::new(command);
             let parent = std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+            let child_env = scrubbed_env(parent, env);
+            // Found in the child's own (scrubbed) PATH, as an absolute path: the spawn then
+            // stays on posix_spawn.
+            let base = cwd
+                .as_deref()
+                .map(std::path::PathBuf::from)
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_else(|| std::path::PathBuf::from("/"));
+            let program = dsh_secrets::resolve_program(
+                command,
+                child_env.get("PATH").map(String::as_str),
+                &base,
+            )
+            .unwrap_or_else(|| std::path::PathBuf::from(command));
+            let mut cmd = tokio::process::Command::new(program);
             cmd.args(args)
                 .env_clear()
-                .envs(scrubbed_env(parent, env))
+                .envs(child_env)
                 .kill_on_drop(true);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);

@@ -7,15 +7,17 @@
 //! unvalidated tools mirror the server's `tools/list`, the reconnect supervisor (backoff with a
 //! retry budget; tools unregister while disconnected), result rendering (text, images as
 //! attachments, resources), and the `dsh mcp list` probe ([`list_servers`]).
-//! Does not own: where image bytes live ([`AttachmentStore`] is implemented by the composition
-//! root), timeouts of other tools, approval.
-//! Must not depend on: `dsh-agent`, `dsh-acp`, `dsh-cli`, any other `dsh-tool-*` crate.
+//! [`McpPlugin`] (`[plugins.mcp]` + `[[mcp.servers]]`) mounts the configured servers.
+//! Does not own: where image bytes live (the attachments plugin's store), timeouts of other
+//! tools, approval.
+//! Must not depend on: the host, a front-end, any `dsh-tool-*` crate.
 
 mod config;
 mod connection;
 mod error;
 mod list;
 mod naming;
+mod plugin;
 mod render;
 mod server;
 mod tool;
@@ -37,6 +39,9 @@ pub use list::mount_acp_servers;
 pub use list::mount_servers;
 pub use naming::prompt_command;
 pub use naming::public_name;
+pub use plugin::McpPlugin;
+pub use plugin::McpSettings;
+pub use plugin::options as plugin_options;
 pub use render::ImageSupport;
 pub use render::default_media_types;
 pub use render::render_content;

@@ -73,7 +73,9 @@ mod tests {
     #[test]
     fn invalid_characters_and_long_names_get_a_hash_suffix() {
         let dotted = public_name("srv", "files.read");
-        let hash = &format!("{:x}", Sha256::digest(b"srv\0files.read"))[..12];
+        let digest = Sha256::digest(b"srv\0files.read");
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let hash = &hex[..12];
         assert_eq!(dotted, format!("mcp__srv__files_read_{hash}"));
 
         let long_raw = "a".repeat(60);

@@ -93,7 +93,14 @@ fn images_become_stored_attachments_in_order() {
         json!({"type": "text", "text": "after"}),
     ];
     let blocks = render_content("img", &content, Some(&support(store.clone(), true)));
-    let id = format!("sha256:{:x}", Sha256::digest(&bytes));
+    let digest = Sha256::digest(&bytes);
+    let id = format!(
+        "sha256:{}",
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
     assert_eq!(
         blocks,
         vec![

@@ -7,7 +7,8 @@
 //! reminders as new turns (`followup`, plugin source `schedule`) while the agent is idle.
 //! One plugin: [`SchedulePlugin`] (`schedule`); each root session is attached through
 //! [`Schedules::attach`].
-//! Must not depend on: `dsh-agent` (the inbox is the [`ReminderInbox`] seam), front-ends.
+//! The domain and tools know the agent only through the [`ReminderInbox`] seam; the host
+//! plugin adapts the host's agent handle to it. Must not depend on: front-ends.
 
 pub mod domain;
 
@@ -425,7 +426,7 @@ impl Schedules {
 pub struct SchedulePlugin;
 
 /// `[plugins.schedule]` has no settings of its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleConfig {}
 
@@ -437,7 +438,40 @@ impl Plugin for SchedulePlugin {
     }
 
     fn apply(&self, ctx: &Scope, _config: ScheduleConfig) -> Result<(), PluginError> {
-        ctx.provide::<Schedules>(Schedules::new())?;
+        let schedules = Schedules::new();
+        ctx.provide::<Schedules>(schedules.clone())?;
+        if let Ok(host) = dsh_plugin::HostServices::of(ctx) {
+            let registry = host.tools.clone();
+            host.sessions.attach(ctx, "schedule", move |session| {
+                schedules.attach(
+                    &registry,
+                    session.scope,
+                    session.context.log(),
+                    Arc::new(AgentInbox(session.agent.clone())),
+                )
+            })?;
+        }
         Ok(())
+    }
+}
+
+impl dsh_plugin::HostPlugin for SchedulePlugin {
+    const NAME: &'static str = "schedule";
+    const ENABLED_BY_DEFAULT: bool = false;
+}
+
+/// Reminders arrive as follow-ups of the session's agent, only while it is idle.
+struct AgentInbox(dsh_agent::AgentHandle);
+
+impl ReminderInbox for AgentInbox {
+    fn is_idle(&self) -> bool {
+        self.0.status() == dsh_agent::AgentStatus::Idle
+    }
+
+    fn followup(&self, message: Message) -> Result<(), String> {
+        self.0
+            .followup(message)
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 }

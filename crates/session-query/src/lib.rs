@@ -17,9 +17,11 @@ use std::sync::Arc;
 use dsh_kernel::Plugin;
 use dsh_kernel::PluginError;
 use dsh_kernel::Scope;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
+use dsh_session::SessionStore as _;
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
+use serde::Serialize;
 
 pub use service::IndexConfig;
 pub use service::OpenAt;
@@ -31,7 +33,7 @@ pub use tools::SessionQueryTools;
 pub use tools::ToolsConfig;
 
 /// `[plugins.session-query]`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionQueryPluginConfig {
     /// Offer the five model tools (the service alone serves exports and UIs).
@@ -53,10 +55,17 @@ impl Default for SessionQueryPluginConfig {
     }
 }
 
-/// Provides the [`SessionQuery`] service and, when configured, the model tools.
+/// Provides the [`SessionQuery`] service and, when configured, the model tools. Under the
+/// host, the stored sessions are those under its home and every live session joins the corpus.
+#[derive(Debug, Default)]
 pub struct SessionQueryPlugin {
-    /// The persisted sessions (`None`: live sessions only).
-    pub store: Option<SessionStore>,
+    /// The persisted sessions (`None`: the host's store, or live sessions only).
+    pub store: Option<JsonlStore>,
+}
+
+impl dsh_plugin::HostPlugin for SessionQueryPlugin {
+    const NAME: &'static str = "session-query";
+    const ENABLED_BY_DEFAULT: bool = false;
 }
 
 impl Plugin for SessionQueryPlugin {
@@ -82,9 +91,27 @@ impl Plugin for SessionQueryPlugin {
                 "session-query-sqlite: path must be a non-empty string",
             ));
         }
-        let service = SessionQuery::new(self.store.clone(), config.index.clone())
+        let host = dsh_plugin::HostServices::of(ctx).ok();
+        let store = self
+            .store
+            .clone()
+            .or_else(|| host.as_ref().map(|h| JsonlStore::new(h.info.home.clone())));
+        let service = SessionQuery::new(store, config.index.clone())
             .map_err(|e| PluginError::msg(e.message))?;
         ctx.provide::<SessionQuery>(service.clone())?;
+        if let Some(host) = &host {
+            let live = service.clone();
+            host.sessions.attach(ctx, "session-query", move |session| {
+                live.register_live(session.context.log());
+                Ok(())
+            })?;
+            if config.tools {
+                host.prompts.register_section(
+                    ctx,
+                    dsh_plugin::Section::new(SECTION.0, dsh_plugin::Slot::Tools, SECTION_TEXT),
+                );
+            }
+        }
         if config.tools {
             let registry = ctx
                 .service::<ToolRegistry>()

@@ -10,11 +10,13 @@ use std::sync::MutexGuard;
 use std::sync::PoisonError;
 
 use dsh_session::Event;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
+use dsh_session::SessionStore as _;
 use dsh_session::WeakSessionLog;
 use rusqlite::Connection;
 use rusqlite::params;
 use serde::Deserialize;
+use serde::Serialize;
 
 use crate::model::Analysis;
 use crate::model::SurfaceClass;
@@ -42,7 +44,7 @@ impl QueryError {
 }
 
 /// When the index opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OpenAt {
     Startup,
@@ -52,7 +54,7 @@ pub enum OpenAt {
 }
 
 /// The SQLite backend's settings (`session-query-sqlite`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IndexConfig {
     /// `:memory:` or a file path (never the persistence folder itself).
@@ -175,7 +177,7 @@ pub struct EventHit {
 
 /// The corpus of live and persisted sessions, and the index over it.
 pub struct SessionQuery {
-    store: Option<SessionStore>,
+    store: Option<JsonlStore>,
     live: Mutex<Vec<WeakSessionLog>>,
     config: IndexConfig,
     index: Mutex<Option<Index>>,
@@ -195,7 +197,7 @@ fn index_failed(error: impl std::fmt::Display) -> QueryError {
 }
 
 impl SessionQuery {
-    pub fn new(store: Option<SessionStore>, config: IndexConfig) -> Result<Arc<Self>, QueryError> {
+    pub fn new(store: Option<JsonlStore>, config: IndexConfig) -> Result<Arc<Self>, QueryError> {
         let query = Arc::new(Self {
             store,
             live: Mutex::new(Vec::new()),

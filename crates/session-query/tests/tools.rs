@@ -8,8 +8,9 @@ use dsh_kernel::Scope;
 use dsh_kernel::ScopeKind;
 use dsh_protocol::Message;
 use dsh_session::CreateOptions;
+use dsh_session::JsonlStore;
 use dsh_session::SessionLog;
-use dsh_session::SessionStore;
+use dsh_session::SessionStore as _;
 use dsh_session::SurfaceIntent;
 use dsh_session_query::SessionQuery;
 use dsh_session_query::SessionQueryPlugin;
@@ -67,7 +68,7 @@ struct Setup {
 
 fn setup(config: Value) -> Setup {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let workspace = home.path().join("ws");
     let elsewhere = home.path().join("other");
     std::fs::create_dir_all(&workspace).unwrap();

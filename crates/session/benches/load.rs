@@ -6,10 +6,10 @@ use std::fmt::Write;
 use criterion::Criterion;
 use criterion::criterion_group;
 use criterion::criterion_main;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 
 /// A loop-shaped log: turns of one prompt, 90 streamed chunks, one answer.
-fn write_log(store: &SessionStore, events: u64) {
+fn write_log(store: &JsonlStore, events: u64) {
     let path = store.path_for("big", None).unwrap();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut out = String::from(
@@ -64,7 +64,7 @@ fn write_log(store: &SessionStore, events: u64) {
 
 fn load(c: &mut Criterion) {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     write_log(&store, 100_000);
     let mut group = c.benchmark_group("session_log_100k");
     group.sample_size(20);

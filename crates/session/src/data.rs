@@ -38,7 +38,6 @@ event_data! {
     AssistantMessage => kind::ASSISTANT_MESSAGE,
     ToolCall => kind::TOOL_CALL,
     ToolResult => kind::TOOL_RESULT,
-    TodoWrite => kind::TODO_WRITE,
     RequestHeader => kind::REQUEST_HEADER,
     RequestContext => kind::REQUEST_CONTEXT,
     EndSeed => kind::END_SEED,
@@ -159,26 +158,6 @@ pub struct ToolResult {
 pub struct ToolErrorId {
     pub name: String,
     pub code: String,
-}
-
-/// `todo/write {todos}`: the whole list, last write wins.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TodoWrite {
-    pub todos: Vec<Todo>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Todo {
-    pub content: String,
-    pub status: TodoStatus,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TodoStatus {
-    Pending,
-    InProgress,
-    Completed,
 }
 
 /// `request/header {header, reason}` (§1.8).

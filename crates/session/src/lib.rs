@@ -3,10 +3,13 @@
 //! Owns: the event envelope and the durable event vocabulary (`Event`, typed [`data`] payloads),
 //! the append rules (seq = log length, lossless data, surface rules), the model-visible surface
 //! and `derive_messages`, post-commit listeners, JSONL persistence under `$DSH_HOME/sessions`
-//! (write-through, fsync at step/turn end), crash repair, resume, fork and listing.
+//! (write-through, fsync at step/turn end), crash repair, resume, fork and listing; the
+//! [`SessionStore`] seam with the JSONL default ([`JsonlStore`]) and an in-process
+//! [`MemoryStore`].
 //! Does not own: when events are written (the agent loop), what plugins log (their crates).
 //! Must not depend on: `dsh-tools`, `dsh-agent`, `dsh-llm`, any front-end.
 
+mod backend;
 pub mod data;
 mod error;
 mod event;
@@ -21,6 +24,8 @@ mod sink;
 mod store;
 mod surface;
 
+pub use backend::MemoryStore;
+pub use backend::SessionStore;
 pub use error::SessionError;
 pub use event::Event;
 pub use event::SURFACE_KINDS;
@@ -46,5 +51,5 @@ pub use repair::TOOL_NOT_STARTED_TEXT;
 pub use repair::TOOL_OUTCOME_UNKNOWN_TEXT;
 pub use repair::crash_repair;
 pub use store::CreateOptions;
-pub use store::SessionStore;
+pub use store::JsonlStore;
 pub use store::SessionSummary;

@@ -1,4 +1,4 @@
-//! `SessionStore`: JSONL sessions under `$DSH_HOME/sessions` (§1.9, §5).
+//! `JsonlStore`: JSONL sessions under `$DSH_HOME/sessions` (§1.9, §5).
 
 use std::collections::HashSet;
 use std::fs::OpenOptions;
@@ -58,12 +58,12 @@ pub struct SessionSummary {
 /// The JSONL session store. Cheap to clone; clones share the registry of ids that are live
 /// (open for appending) in this process.
 #[derive(Debug, Clone)]
-pub struct SessionStore {
+pub struct JsonlStore {
     root: PathBuf,
     live: Arc<Mutex<HashSet<String>>>,
 }
 
-impl SessionStore {
+impl JsonlStore {
     /// A store under `home` (`$DSH_HOME`): sessions live in `home/sessions`.
     pub fn new(home: impl Into<PathBuf>) -> Self {
         Self {
@@ -213,7 +213,7 @@ impl SessionStore {
         self.fork_events(&source.header, &source.events, boundary, child_id)
     }
 
-    /// Forks a live log (same rules as [`SessionStore::fork`]).
+    /// Forks a live log (same rules as [`JsonlStore::fork`]).
     pub fn fork_log(
         &self,
         source: &SessionLog,
@@ -231,24 +231,7 @@ impl SessionStore {
         boundary: Option<u64>,
         child_id: Option<String>,
     ) -> Result<SessionLog, SessionError> {
-        let len = events.len() as u64;
-        let prefix = match (boundary, len) {
-            (None, 0) => &events[..0],
-            (None, _) => events,
-            (Some(b), _) if b >= len => {
-                return Err(SessionError::InvalidBoundary { boundary: b, len });
-            }
-            (Some(b), _) => &events[..=b as usize],
-        };
-        let last_marker = prefix
-            .iter()
-            .rev()
-            .find(|e| e.kind == kind::TURN_START || e.kind == kind::TURN_END);
-        if last_marker.is_some_and(|e| e.kind == kind::TURN_START) {
-            return Err(SessionError::OpenTurn {
-                boundary: boundary.unwrap_or(len.saturating_sub(1)),
-            });
-        }
+        let prefix = fork_prefix(events, boundary)?;
         let header = SessionHeader {
             id: child_id.unwrap_or_else(|| format!("session-{}", uuid::Uuid::new_v4())),
             created_at: now_ms(),
@@ -260,6 +243,17 @@ impl SessionStore {
             agent_preset: None,
         };
         self.create_with(header, Some(prefix.to_vec()), false)
+    }
+
+    /// Deletes the stored session `id` (its directory). A session open for appending in this
+    /// process is refused.
+    pub fn remove(&self, id: &str) -> Result<(), SessionError> {
+        let _live = self.claim(id)?;
+        let path = self
+            .find(id)?
+            .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })?;
+        let dir = path.parent().unwrap_or(&path);
+        std::fs::remove_dir_all(dir).map_err(|e| SessionError::io(dir, e))
     }
 
     /// Every stored session, newest first. Unreadable entries are skipped with a warning.
@@ -401,4 +395,31 @@ fn end_seq(row: &Value) -> Option<u64> {
         .and_then(Value::as_array)?
         .len();
     Some(seq0 + members as u64)
+}
+
+/// The events a fork at `boundary` (default: the last event) starts from; a prefix that ends
+/// inside a turn is refused.
+pub(crate) fn fork_prefix(
+    events: &[Arc<Event>],
+    boundary: Option<u64>,
+) -> Result<&[Arc<Event>], SessionError> {
+    let len = events.len() as u64;
+    let prefix = match (boundary, len) {
+        (None, 0) => &events[..0],
+        (None, _) => events,
+        (Some(b), _) if b >= len => {
+            return Err(SessionError::InvalidBoundary { boundary: b, len });
+        }
+        (Some(b), _) => &events[..=b as usize],
+    };
+    let last_marker = prefix
+        .iter()
+        .rev()
+        .find(|e| e.kind == kind::TURN_START || e.kind == kind::TURN_END);
+    if last_marker.is_some_and(|e| e.kind == kind::TURN_START) {
+        return Err(SessionError::OpenTurn {
+            boundary: boundary.unwrap_or(len.saturating_sub(1)),
+        });
+    }
+    Ok(prefix)
 }

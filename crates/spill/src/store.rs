@@ -14,7 +14,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::path::PathBuf;
 
-use rand::Rng;
+use rand::RngExt;
 use sha2::Digest;
 use sha2::Sha256;
 
@@ -225,7 +225,8 @@ mod tests {
             .to_str()
             .unwrap();
         let digest = Sha256::digest(b"sess");
-        assert_eq!(session, format!("session-{}", &format!("{digest:x}")[..12]));
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(session, format!("session-{}", &hex[..12]));
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600

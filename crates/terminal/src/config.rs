@@ -1,6 +1,7 @@
 //! Typed configuration of the terminal plugins, with upstream's load-time checks.
 
 use serde::Deserialize;
+use serde::Serialize;
 
 use crate::error::ConfigError;
 
@@ -37,7 +38,7 @@ impl TerminalToolsConfig {
 const MAX_SAFE: usize = 9_007_199_254_740_991;
 
 /// `terminal-bash` backend settings.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BashBackendConfig {
     /// The type name `terminal_open` selects this backend by.

@@ -28,6 +28,7 @@ use dsh_tool_shell::JobsRuntime;
 pub use dsh_tool_shell::register::ContextResolver;
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
+use serde::Serialize;
 
 pub use backend::BashBackend;
 pub use config::BashBackendConfig;
@@ -42,7 +43,7 @@ pub use tools::SECTION_TEXT;
 pub use tools::TerminalTools;
 
 /// `[plugins.terminal]`: the tools' settings plus the bash backend's.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TerminalPluginConfig {
     pub enable_run_in_background: bool,
@@ -101,12 +102,49 @@ pub fn service_for(
     Ok(service)
 }
 
-/// The `terminal_*` tools.
+/// The `terminal_*` tools. `resolve` and `jobs` are taken from the host when unset.
+#[derive(Default)]
 pub struct TerminalPlugin {
     /// The shell crate's per-call context (cwd, sandbox policy, scrubbed environment).
-    pub resolve: ContextResolver,
+    pub resolve: Option<ContextResolver>,
     /// The jobs runtime for background sends, when composed.
     pub jobs: Option<Arc<JobsRuntime>>,
+}
+
+impl std::fmt::Debug for TerminalPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TerminalPlugin").finish_non_exhaustive()
+    }
+}
+
+/// The per-call shell context of a host session: its cwd and id, dsh's home, its log, and its
+/// live permissions over the host's standing sandbox settings (exactly what `bash` uses).
+pub fn host_resolver(ctx: &Scope, tool: &'static str) -> Result<ContextResolver, PluginError> {
+    let host = dsh_plugin::HostServices::of(ctx)?;
+    let permissions = ctx.service::<dsh_plugin::DefaultPermissions>().map_or_else(
+        || dsh_plugin::Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
+        |p| p.0,
+    );
+    let mut standing = dsh_tool_shell::SandboxConfig::new(permissions.sandbox);
+    standing.approval = permissions.approval;
+    if let Some(network) = ctx.service::<dsh_plugin::SandboxNetwork>() {
+        standing.network = network.0;
+    }
+    let home = host.info.home.clone();
+    Ok(Arc::new(move |run: &dsh_tools::ToolRun| {
+        let session = dsh_plugin::SessionContext::for_run(run, tool)?;
+        let mut context =
+            dsh_tool_shell::ShellContext::new(session.cwd().to_path_buf(), session.id().to_owned());
+        context.dsh_home = Some(home.clone());
+        context.session_jsonl = session.log_path();
+        let live = session.permissions();
+        context.sandbox = Some(
+            standing
+                .policy_in(live.sandbox, session.cwd())
+                .with_approval(live.approval),
+        );
+        Ok(context)
+    }))
 }
 
 impl Plugin for TerminalPlugin {
@@ -120,10 +158,14 @@ impl Plugin for TerminalPlugin {
         let tools_config = config.tools();
         tools_config.check().map_err(|e| PluginError::msg(e.0))?;
         let service = service_for(ctx, &config.backend)?;
+        let resolve = match &self.resolve {
+            Some(resolve) => resolve.clone(),
+            None => host_resolver(ctx, "terminal_open")?,
+        };
         let tools = TerminalTools {
             service,
-            resolve: self.resolve.clone(),
-            jobs: self.jobs.clone(),
+            resolve,
+            jobs: self.jobs.clone().or_else(|| ctx.service::<JobsRuntime>()),
             config: tools_config,
         };
         let registry = registry(ctx)?;
@@ -135,12 +177,24 @@ impl Plugin for TerminalPlugin {
                 .register(ctx, definition)
                 .map_err(|e| PluginError::msg(e.to_string()))?;
         }
+        if let Ok(host) = dsh_plugin::HostServices::of(ctx) {
+            host.prompts.register_section(
+                ctx,
+                dsh_plugin::Section::new(SECTION.0, dsh_plugin::Slot::Tools, SECTION_TEXT),
+            );
+        }
         Ok(())
     }
 }
 
+impl dsh_plugin::HostPlugin for TerminalPlugin {
+    const NAME: &'static str = "terminal";
+    const ENABLED_BY_DEFAULT: bool = false;
+    const USES: &'static [&'static str] = &["jobs", "sandbox", "approval"];
+}
+
 /// `[plugins.bash-persistent]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PersistentBashPluginConfig {
     pub timeout_ms: Option<u64>,
@@ -150,9 +204,24 @@ pub struct PersistentBashPluginConfig {
     pub backend: BashBackendConfig,
 }
 
-/// Persistent `bash` in place of the one-shot `bash`.
+/// Persistent `bash` in place of the one-shot `bash`: under the host it is registered in each
+/// session's own layer, where it shadows the global one-shot `bash`.
+#[derive(Default)]
 pub struct PersistentBashPlugin {
-    pub resolve: ContextResolver,
+    pub resolve: Option<ContextResolver>,
+}
+
+impl std::fmt::Debug for PersistentBashPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentBashPlugin")
+            .finish_non_exhaustive()
+    }
+}
+
+impl dsh_plugin::HostPlugin for PersistentBashPlugin {
+    const NAME: &'static str = "bash-persistent";
+    const ENABLED_BY_DEFAULT: bool = false;
+    const USES: &'static [&'static str] = &["sandbox", "approval"];
 }
 
 impl Plugin for PersistentBashPlugin {
@@ -172,13 +241,36 @@ impl Plugin for PersistentBashPlugin {
         };
         tool_config.check().map_err(|e| PluginError::msg(e.0))?;
         let service = service_for(ctx, &config.backend)?;
-        let tool = PersistentBash::new(service, self.resolve.clone(), tool_config);
-        let definition = tool
-            .definition()
-            .map_err(|e| PluginError::msg(e.to_string()))?;
-        registry(ctx)?
-            .register(ctx, definition)
-            .map_err(|e| PluginError::msg(e.to_string()))?;
+        let (resolve, host) = match &self.resolve {
+            Some(resolve) => (resolve.clone(), None),
+            None => (
+                host_resolver(ctx, "bash")?,
+                Some(dsh_plugin::HostServices::of(ctx)?),
+            ),
+        };
+        let tool = PersistentBash::new(service, resolve, tool_config);
+        let definition = Arc::new(
+            tool.definition()
+                .map_err(|e| PluginError::msg(e.to_string()))?,
+        );
+        let registry = registry(ctx)?;
+        match host {
+            // Each session's own layer: it shadows the host's global one-shot `bash`.
+            Some(host) => {
+                host.sessions
+                    .attach(ctx, "bash-persistent", move |session| {
+                        registry
+                            .register_arc(session.scope, definition.clone())
+                            .map(drop)
+                            .map_err(|e| PluginError::msg(e.to_string()))
+                    })?;
+            }
+            None => {
+                registry
+                    .register_arc(ctx, definition)
+                    .map_err(|e| PluginError::msg(e.to_string()))?;
+            }
+        }
         Ok(())
     }
 }

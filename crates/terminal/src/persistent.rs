@@ -301,7 +301,7 @@ impl PersistentBash {
                 Ok(OpenRequest {
                     id: id.to_owned(),
                     owner: owner.to_owned(),
-                    wrapper: context.sandbox.as_ref().and_then(|p| p.wrapper(&cwd)),
+                    wrapper: context.confinement().and_then(|p| p.pty_wrapper(&cwd)),
                     cwd: cwd.clone(),
                     env: context.child_env(),
                 })

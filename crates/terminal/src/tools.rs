@@ -179,9 +179,8 @@ impl TerminalTools {
                     id: id.to_owned(),
                     owner: owner.clone(),
                     wrapper: context
-                        .sandbox
-                        .as_ref()
-                        .and_then(|policy| policy.wrapper(&cwd)),
+                        .confinement()
+                        .and_then(|policy| policy.pty_wrapper(&cwd)),
                     cwd: cwd.clone(),
                     env: context.child_env(),
                 })

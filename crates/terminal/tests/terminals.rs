@@ -72,7 +72,7 @@ fn setup(terminal: Option<Value>, persistent: Option<Value>) -> Setup {
     let jobs = JobsRuntime::new(JobsConfig::default());
     if let Some(config) = terminal {
         let plugin = Arc::new(TerminalPlugin {
-            resolve: resolve.clone(),
+            resolve: Some(resolve.clone()),
             jobs: Some(jobs.clone()),
         });
         let scope = root.child(ScopeKind::Plugin, "terminal").unwrap();
@@ -81,7 +81,9 @@ fn setup(terminal: Option<Value>, persistent: Option<Value>) -> Setup {
             .unwrap();
     }
     if let Some(config) = persistent {
-        let plugin = Arc::new(PersistentBashPlugin { resolve });
+        let plugin = Arc::new(PersistentBashPlugin {
+            resolve: Some(resolve),
+        });
         let scope = root.child(ScopeKind::Plugin, "bash-persistent").unwrap();
         plugin
             .apply(&scope, serde_json::from_value(config).unwrap())
@@ -564,7 +566,7 @@ async fn a_terminal_is_confined_like_bash() {
     });
     let scope = root.child(ScopeKind::Plugin, "terminal").unwrap();
     TerminalPlugin {
-        resolve: resolve.clone(),
+        resolve: Some(resolve.clone()),
         jobs: None,
     }
     .apply(
@@ -573,12 +575,14 @@ async fn a_terminal_is_confined_like_bash() {
     )
     .unwrap();
     let scope = root.child(ScopeKind::Plugin, "bash-persistent").unwrap();
-    PersistentBashPlugin { resolve }
-        .apply(
-            &scope,
-            serde_json::from_value(json!({"backend": backend(json!({}))})).unwrap(),
-        )
-        .unwrap();
+    PersistentBashPlugin {
+        resolve: Some(resolve),
+    }
+    .apply(
+        &scope,
+        serde_json::from_value(json!({"backend": backend(json!({}))})).unwrap(),
+    )
+    .unwrap();
     let agent: Arc<dyn AgentHandle> = Arc::new(Agent {
         id: "agent-a".into(),
         scope: root.child(ScopeKind::Agent, "agent-a").unwrap(),

@@ -1,7 +1,8 @@
 //! `dsh-testkit`: the replay model server and the conformance runner.
 //!
 //! Owns: loading conformance scenarios, laying out their workspaces, serving recorded model
-//! responses over loopback HTTP ([`ReplayServer`]), driving the `dsh` binary over ACP or
+//! responses over loopback HTTP ([`ReplayServer`]), a scripted plain chat-completions server
+//! that records requests ([`chat::ChatServer`]), driving the `dsh` binary over ACP or
 //! headless stream-json, normalising output and judging a run against the recording.
 //! Must not depend on: any shipped `dsh-*` crate at runtime (it drives the real binary as a
 //! black box); shipped crates must not depend on it except as a dev-dependency.
@@ -15,11 +16,13 @@
 pub mod acp;
 mod aux_server;
 mod binding;
+pub mod chat;
 pub mod composition;
 pub mod error;
 pub mod harness;
 pub mod headless;
 pub mod judge;
+pub mod long_session;
 pub mod normalize;
 pub mod replay;
 pub mod runner;

@@ -321,6 +321,22 @@ impl MeterFold {
         estimate_message(&Message::assistant(blocks, source))
     }
 
+    /// `measure(header).total_tokens` without copying the node list.
+    pub fn total_tokens(&self, header: Option<&EpochHeader>) -> u64 {
+        let header = header.or(self.header.as_ref());
+        match self
+            .anchor
+            .as_ref()
+            .filter(|anchor| header.is_some_and(|h| *h == anchor.header))
+        {
+            Some(anchor) => {
+                let delta = self.surface_tokens as i64 - anchor.surface_tokens as i64;
+                (anchor.baseline.tokens() as i64 + delta).max(0) as u64
+            }
+            None => header.map_or(0, estimate_header) + self.surface_tokens,
+        }
+    }
+
     /// Request pressure against `header` (the latest logged one when `None`).
     pub fn measure(&self, header: Option<&EpochHeader>) -> TokenMeasurement {
         let header = header.or(self.header.as_ref());

@@ -311,5 +311,11 @@ fn the_fold_is_incremental_and_equals_a_fresh_refold() {
     }
     let fresh = f.fold();
     assert_eq!(live.measure(None), fresh.measure(None));
+    assert_eq!(live.total_tokens(None), fresh.measure(None).total_tokens);
+    let other = header("changed");
+    assert_eq!(
+        live.total_tokens(Some(&other)),
+        live.measure(Some(&other)).total_tokens
+    );
     assert_eq!(live.next_seq(), f.log.len());
 }

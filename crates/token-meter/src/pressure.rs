@@ -151,7 +151,7 @@ mod tests {
         .unwrap();
         let first = log
             .append_data(
-                &UserMessage(Message::user_text(&"a".repeat(400))),
+                &UserMessage(Message::user_text("a".repeat(400))),
                 Some(SurfaceIntent::append()),
             )
             .unwrap()

@@ -92,7 +92,7 @@ pub async fn run(
         if guard.is_some_and(|version| version != current) {
             return Err(changed());
         }
-        let bytes = std::fs::read(&real).map_err(|err| FsError::io(&format!("cannot edit \"{p}\""), &err))?;
+        let bytes = crate::fsat::read(&real).map_err(|err| FsError::io(&format!("cannot edit \"{p}\""), &err))?;
         if bytes.contains(&0) {
             return Err(FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": binary file")));
         }

@@ -83,14 +83,15 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<GlobOutput, FsError> {
     search::check_pattern(&args.pattern, args.path.as_deref())?;
-    let root = SearchRoot::new(NAME, &ctx.cwd, args.path.as_deref())?;
+    let root = SearchRoot::new(NAME, &ctx.cwd, args.path.as_deref(), &ctx.policy)?;
+    let policy = ctx.policy.clone();
     let pattern = args.pattern.clone();
     let token = cancel.clone();
     blocking_or(
         &cancel,
         || search::aborted(NAME),
         move || {
-            let paths = collect(&root, &pattern, &token)?;
+            let paths = collect(&root, &policy, &pattern, &token)?;
             Ok(GlobOutput {
                 root: root.display_root(),
                 paths,
@@ -118,6 +119,7 @@ pub fn spill_content(
 
 fn collect(
     root: &SearchRoot,
+    policy: &crate::policy::FilePolicy,
     pattern: &str,
     cancel: &CancellationToken,
 ) -> Result<Vec<String>, FsError> {
@@ -135,11 +137,13 @@ fn collect(
     let overrides = overrides
         .build()
         .map_err(|err| search::invalid_pattern(NAME, &err.to_string()))?;
+    let (filter_root, filter_policy) = (root.clone(), policy.clone());
     let walker = WalkBuilder::new(&root.abs)
         .standard_filters(false)
         .hidden(false)
         .overrides(overrides)
         .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(move |entry| !filter_root.refused(&filter_policy, entry.path()))
         .build();
     let mut hits = Vec::new();
     let mut raw_bytes = 0usize;

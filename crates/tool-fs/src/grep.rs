@@ -111,7 +111,8 @@ pub async fn run(
     check_include(args.include.as_deref())?;
     let matcher = RegexMatcher::new_line_matcher(&args.pattern)
         .map_err(|err| search::invalid_pattern(NAME, &err.to_string()))?;
-    let root = SearchRoot::new(NAME, &ctx.cwd, args.path.as_deref())?;
+    let root = SearchRoot::new(NAME, &ctx.cwd, args.path.as_deref(), &ctx.policy)?;
+    let policy = ctx.policy.clone();
     let include = args.include.clone();
     let max_line_bytes = ctx.limits.grep_max_line_bytes;
     let token = cancel.clone();
@@ -119,7 +120,14 @@ pub async fn run(
         &cancel,
         || search::aborted(NAME),
         move || {
-            let files = collect(&root, &matcher, include.as_deref(), max_line_bytes, &token)?;
+            let files = collect(
+                &root,
+                &policy,
+                &matcher,
+                include.as_deref(),
+                max_line_bytes,
+                &token,
+            )?;
             let total = files.iter().map(|f| f.matches.len() as u64).sum();
             Ok(GrepOutput { files, total })
         },
@@ -150,6 +158,7 @@ pub fn spill_content(
 
 fn collect(
     root: &SearchRoot,
+    policy: &crate::policy::FilePolicy,
     matcher: &RegexMatcher,
     include: Option<&str>,
     max_line_bytes: usize,
@@ -157,6 +166,10 @@ fn collect(
 ) -> Result<Vec<GrepFile>, FsError> {
     let mut walker = WalkBuilder::new(&root.abs);
     walker.sort_by_file_name(|a, b| a.cmp(b));
+    {
+        let (root, policy) = (root.clone(), policy.clone());
+        walker.filter_entry(move |entry| !root.refused(&policy, entry.path()));
+    }
     if let Some(glob) = include {
         let mut overrides = OverrideBuilder::new(&root.cwd);
         overrides

@@ -9,16 +9,19 @@
 //! The plain tool functions use only the shared vocabulary of `dsh-tools` (cards,
 //! `SandboxMode`, image attachments); everything else of the `dsh-tools` runtime stays in
 //! `register`. The spill store and the generic inline cap belong to `dsh-spill`.
-//! Must not depend on: the agent loop (`dsh-agent`), sessions, any LLM or transport crate.
+//! [`FsPlugin`] (`[plugins.fs]`) attaches the tools to each session through the host's seams.
+//! Must not depend on: other tool crates, the host, a front-end, any transport.
 
 pub mod cards;
 pub mod context;
 pub mod edit;
 pub mod error;
 mod exec;
+mod fsat;
 pub mod glob;
 pub mod grep;
 mod mutate;
+mod plugin;
 pub mod policy;
 pub mod read;
 pub mod read_image;
@@ -33,6 +36,9 @@ pub mod write;
 pub use context::FsContext;
 pub use context::FsLimits;
 pub use error::FsError;
+pub use plugin::FsPlugin;
+pub use plugin::FsSettings;
+pub use plugin::session_policy;
 pub use policy::FilePolicy;
 pub use policy::PolicyDenial;
 pub use policy::ResolvedPath;

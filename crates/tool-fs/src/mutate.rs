@@ -1,7 +1,6 @@
 //! Shared plumbing of the mutating tools: per-call sandbox mode (with the one-call
 //! escalation through the approver), the policy check, and atomic writes.
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::context::FsContext;
@@ -62,55 +61,17 @@ pub(crate) fn check_write_standing(ctx: &FsContext, path: &str) -> Result<Resolv
 }
 
 /// Atomic write: temp file beside the target, fsync, then rename (replace) or hard-link
-/// (`create_new`: fails if the target appeared meanwhile). New files get 0600, existing files
-/// keep their mode. Returns `Ok(false)` when `create_new` found an existing file.
+/// (`create_new`: fails if the target appeared meanwhile), all inside the target directory's
+/// opened handle so a concurrent symlink swap cannot redirect it. New files get 0600, existing
+/// files keep their mode. Returns `Ok(false)` when `create_new` found an existing file.
 pub(crate) fn atomic_write(
     target: &Path,
     content: &[u8],
     create_new: bool,
     display_path: &str,
 ) -> Result<bool, FsError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::fs::PermissionsExt;
-    let io_err =
-        |err: std::io::Error| FsError::io(&format!("cannot write \"{display_path}\""), &err);
-    let parent = target.parent().unwrap_or_else(|| Path::new("/"));
-    std::fs::create_dir_all(parent).map_err(io_err)?;
-    let mode = std::fs::metadata(target)
-        .map(|m| m.permissions().mode() & 0o7777)
-        .unwrap_or(0o600);
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let random: [u8; 6] = rand::random();
-    let tmp = parent.join(format!(".{name}.dsh-{}.tmp", crate::text::hex(&random)));
-    let result = (|| -> std::io::Result<bool> {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(content)?;
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        file.sync_all()?;
-        drop(file);
-        if create_new {
-            match std::fs::hard_link(&tmp, target) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-                Err(err) => return Err(err),
-            }
-            std::fs::remove_file(&tmp)?;
-        } else {
-            std::fs::rename(&tmp, target)?;
-        }
-        Ok(true)
-    })();
-    if !matches!(result, Ok(true)) || create_new {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io_err)
+    crate::fsat::atomic_write(target, content, create_new)
+        .map_err(|err| FsError::io(&format!("cannot write \"{display_path}\""), &err))
 }
 
 pub(crate) fn not_observed(message: String) -> FsError {

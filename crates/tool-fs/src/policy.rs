@@ -1,6 +1,13 @@
-//! File sandbox policy (catalog §5.3): which canonical paths a write may touch, and the
-//! one-call escalation a mutating tool may request (`sandbox_permissions` + `justification`).
-//! Reads always pass. Paths are canonicalized (symlinks and `..` resolved) before deciding.
+//! File sandbox policy (catalog §5.3): which canonical paths a write may touch, which a read
+//! may not, and the one-call escalation a mutating tool may request (`sandbox_permissions` +
+//! `justification`). Paths are canonicalized (symlinks and `..` resolved) before deciding.
+//!
+//! Short of `danger-full-access`, no write touches dsh's own configuration and state (dsh's
+//! home, any `.dsh` folder) or git's hooks and config (they name commands the user's git runs
+//! later). In every mode, reads refuse what holds secrets: process environments and memory under
+//! `/proc`, dsh's own process, dsh's home (but for the session's own spill folder and the
+//! skills), and the conventional credential folders of the user's home; a hard link to a
+//! secret file is refused like the file.
 
 use std::path::Component;
 use std::path::Path;
@@ -83,25 +90,95 @@ pub struct FilePolicy {
     /// Whether `write`/`edit` advertise `sandbox_permissions` (a confining backend with an
     /// approval policy other than `never`).
     pub escalation_advertised: bool,
+    /// dsh's home: never written short of `danger-full-access`, never read (but `readable`).
+    pub dsh_home: Option<PathBuf>,
+    /// Conventional credential folders and files: never read.
+    pub secret_roots: Vec<PathBuf>,
+    /// Readable although inside dsh's home (the session's spill folder, skills).
+    pub readable: Vec<PathBuf>,
 }
 
 impl FilePolicy {
     pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
+        let secret_roots = std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(|home| dsh_secrets::secret_paths(Path::new(&home)))
+            .unwrap_or_default();
         Self {
             mode,
             workspace_root: workspace_root.into(),
             temp_roots: vec![PathBuf::from("/tmp"), std::env::temp_dir()],
             escalation_advertised: mode != SandboxMode::DangerFullAccess,
+            dsh_home: None,
+            secret_roots,
+            readable: Vec::new(),
         }
+    }
+
+    /// Protects dsh's home (canonicalized): no writes short of `danger-full-access`, no reads
+    /// but of `readable`.
+    pub fn with_dsh_home(mut self, home: &Path) -> Self {
+        self.dsh_home = Some(canonicalize_lenient(home));
+        self
+    }
+
+    /// Keeps `path` readable inside dsh's home.
+    pub fn allow_reading(mut self, path: &Path) -> Self {
+        self.readable.push(canonicalize_lenient(path));
+        self
     }
 
     pub fn danger_full_access(workspace_root: impl Into<PathBuf>) -> Self {
         Self::new(SandboxMode::DangerFullAccess, workspace_root)
     }
 
-    /// Reads always pass; this only resolves the path.
-    pub fn check_read(&self, cwd: &Path, path: &str) -> ResolvedPath {
-        resolve(cwd, path)
+    /// Resolves a read and refuses it when the path holds secrets.
+    pub fn check_read(&self, cwd: &Path, path: &str) -> Result<ResolvedPath, FsError> {
+        let resolved = resolve(cwd, path);
+        match self.read_refusal(&resolved.display, &resolved.real) {
+            Some(reason) => Err(read_denied(&resolved.display, reason)),
+            None => Ok(resolved),
+        }
+    }
+
+    /// Why reading `real` (canonical; `lexical` as given, absolute) is refused, if it is.
+    pub fn read_refusal(&self, lexical: &Path, real: &Path) -> Option<&'static str> {
+        for path in [real, &fold_lexically(lexical)] {
+            if let Some(reason) = proc_refusal(path) {
+                return Some(reason);
+            }
+        }
+        if self.readable.iter().any(|ok| real.starts_with(ok)) {
+            return None;
+        }
+        if self
+            .dsh_home
+            .as_ref()
+            .is_some_and(|home| real.starts_with(home))
+        {
+            return Some("dsh's home holds its credentials, configuration and sessions");
+        }
+        if self.secret_roots.iter().any(|root| real.starts_with(root)) {
+            return Some("it is a credential folder");
+        }
+        None
+    }
+
+    /// Whether an opened file is a hard link to a secret file (same device and inode).
+    pub fn is_secret_file(&self, file: &std::fs::File) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = file.metadata() else {
+            return false;
+        };
+        if meta.nlink() < 2 || !meta.is_file() {
+            return false;
+        }
+        let mut roots: Vec<&PathBuf> = self.secret_roots.iter().collect();
+        roots.extend(self.dsh_home.iter());
+        let mut budget = SECRET_SCAN_ENTRIES;
+        roots
+            .into_iter()
+            .any(|root| holds_inode(root, meta.dev(), meta.ino(), 4, &mut budget))
     }
 
     /// Decides a write under the standing mode.
@@ -120,10 +197,12 @@ impl FilePolicy {
         let allowed = match mode {
             SandboxMode::DangerFullAccess => true,
             SandboxMode::ReadOnly => false,
-            SandboxMode::WorkspaceWrite => self
-                .writable_roots()
-                .iter()
-                .any(|root| resolved.real.starts_with(root)),
+            SandboxMode::WorkspaceWrite => {
+                self.writable_roots()
+                    .iter()
+                    .any(|root| resolved.real.starts_with(root))
+                    && !self.is_protected(&resolved.real)
+            }
         };
         if allowed {
             Ok(resolved)
@@ -135,6 +214,27 @@ impl FilePolicy {
                     && mode != SandboxMode::DangerFullAccess,
             })
         }
+    }
+
+    /// dsh's home, any `.dsh` folder, git hooks and git config.
+    pub fn is_protected(&self, real: &Path) -> bool {
+        if self
+            .dsh_home
+            .as_ref()
+            .is_some_and(|home| real.starts_with(home))
+        {
+            return true;
+        }
+        let names: Vec<&std::ffi::OsStr> = real
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        names.iter().any(|name| *name == ".dsh")
+            || names.windows(2).any(|w| w[0] == ".git" && w[1] == "hooks")
+            || names.ends_with(&[std::ffi::OsStr::new(".git"), std::ffi::OsStr::new("config")])
     }
 
     fn writable_roots(&self) -> Vec<PathBuf> {
@@ -155,6 +255,77 @@ impl FilePolicy {
             SandboxMode::DangerFullAccess => "Current DSH file policy: danger-full-access. The DSH file sandbox does not restrict file modifications by available operations.".to_owned(),
         }
     }
+}
+
+/// The refusal of a read.
+fn read_denied(display: &Path, reason: &str) -> FsError {
+    FsError::coded(
+        codes::FS_SANDBOX_DENIED,
+        format!(
+            "[sandbox: reading \"{}\" is refused in every mode: {reason}]",
+            display.display()
+        ),
+    )
+}
+
+/// Files under `/proc/<pid>/` (and `/proc/<pid>/task/<tid>/`) that expose a process's
+/// secrets: its environment (the provider key), memory, and the files it has open.
+const PROC_SECRETS: [&str; 6] = ["environ", "mem", "pagemap", "auxv", "map_files", "syscall"];
+
+fn proc_refusal(path: &Path) -> Option<&'static str> {
+    let mut parts = path
+        .strip_prefix("/proc")
+        .ok()?
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => name.to_str(),
+            _ => None,
+        });
+    let first = parts.next()?;
+    let rest: Vec<&str> = parts.collect();
+    let own = std::process::id().to_string();
+    let pid_dir = first == "self" || first == "thread-self" || first.parse::<u32>().is_ok();
+    if !pid_dir {
+        return None;
+    }
+    if first == "self" || first == "thread-self" || first == own {
+        return Some("it is part of dsh's own process");
+    }
+    let rest = match rest.as_slice() {
+        ["task", _tid, tail @ ..] => tail,
+        tail => tail,
+    };
+    rest.first()
+        .filter(|name| PROC_SECRETS.contains(name))
+        .map(|_| "a process's environment, memory and open files hold secrets")
+}
+
+const SECRET_SCAN_ENTRIES: usize = 4096;
+
+fn holds_inode(dir: &Path, dev: u64, ino: u64, depth: usize, budget: &mut usize) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return false;
+    };
+    if meta.is_file() {
+        return meta.dev() == dev && meta.ino() == ino;
+    }
+    if !meta.is_dir() || depth == 0 {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return false;
+        }
+        *budget -= 1;
+        if holds_inode(&entry.path(), dev, ino, depth - 1, budget) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Joins `path` onto `cwd` (display form) and canonicalizes it (real form).
@@ -369,7 +540,7 @@ mod tests {
             denial.message(),
             "[sandbox: file access denied under workspace-write mode]"
         );
-        let resolved = policy.check_read(&ws, "../elsewhere.txt");
+        let resolved = policy.check_read(&ws, "../elsewhere.txt").unwrap();
         assert_eq!(resolved.display, ws.join("../elsewhere.txt"));
         assert!(
             FilePolicy::new(SandboxMode::ReadOnly, &ws)

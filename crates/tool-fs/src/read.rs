@@ -80,7 +80,7 @@ pub async fn run(
             ctx.limits.read_limit
         )));
     }
-    let resolved = ctx.policy.check_read(&ctx.cwd, &args.file_path);
+    let resolved = ctx.policy.check_read(&ctx.cwd, &args.file_path)?;
     let ctx = ctx.clone();
     let token = cancel.clone();
     blocking(&cancel, move || {
@@ -89,12 +89,30 @@ pub async fn run(
     .await
 }
 
+/// Refuses an opened file that is a hard link to a secret file.
+pub(crate) fn refuse_secret_link(
+    ctx: &FsContext,
+    file: &std::fs::File,
+    display_path: &std::path::Path,
+) -> Result<(), FsError> {
+    if ctx.policy.is_secret_file(file) {
+        return Err(FsError::coded(
+            codes::FS_SANDBOX_DENIED,
+            format!(
+                "[sandbox: reading \"{}\" is refused in every mode: it is a hard link to a secret file]",
+                display_path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Streams a text file line by line with strict decoding: a NUL in the first 8 KiB is binary,
 /// every line must be UTF-8 (`\n` never occurs inside a multi-byte sequence, so per-line
 /// validation equals whole-file validation), and a leading BOM is dropped. `visit` receives
 /// each line without its `\n`; a final segment counts only when non-empty.
 fn scan_lines(
-    path: &std::path::Path,
+    mut file: std::fs::File,
     p: &str,
     cancel: &CancellationToken,
     mut visit: impl FnMut(&str),
@@ -102,7 +120,6 @@ fn scan_lines(
     use std::io::BufRead;
     use std::io::Read;
     let io = |err: std::io::Error| FsError::io(&format!("cannot read \"{p}\""), &err);
-    let mut file = std::fs::File::open(path).map_err(io)?;
     let mut head = Vec::with_capacity(8192);
     (&mut file).take(8192).read_to_end(&mut head).map_err(io)?;
     if head.contains(&0) {
@@ -171,7 +188,10 @@ fn read_window(
     let mut lines = Vec::new();
     let mut used = 0usize;
     let mut capped = false;
-    scan_lines(&display_path, &p, cancel, |segment| {
+    let file = crate::fsat::open_read(&real)
+        .map_err(|err| FsError::io(&format!("cannot read \"{p}\""), &err))?;
+    refuse_secret_link(ctx, &file, &display_path)?;
+    scan_lines(file, &p, cancel, |segment| {
         total += 1;
         if total < offset || capped || lines.len() as u64 >= limit {
             return;

@@ -118,7 +118,7 @@ pub async fn run(
         }
         ImageRoute::Model { .. } => {}
     }
-    let resolved = ctx.policy.check_read(&ctx.cwd, raw);
+    let resolved = ctx.policy.check_read(&ctx.cwd, raw)?;
     let ctx = ctx.clone();
     blocking(&cancel, move || {
         let p = display(&resolved.display);
@@ -140,7 +140,11 @@ pub async fn run(
                 format!("cannot read \"{p}\": {} bytes exceeds the {cap}-byte limit", meta.len()),
             ));
         }
-        let bytes = std::fs::read(&resolved.display).map_err(|err| FsError::io(&format!("cannot read \"{p}\""), &err))?;
+        let io = |err: std::io::Error| FsError::io(&format!("cannot read \"{p}\""), &err);
+        let file = crate::fsat::open_read(&resolved.real).map_err(io)?;
+        crate::read::refuse_secret_link(&ctx, &file, &resolved.display)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
         let Some((actual, width, height)) = sniff(&bytes) else {
             return Err(mismatch(&p, &ext, media_type));
         };

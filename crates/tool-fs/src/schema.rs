@@ -128,39 +128,34 @@ pub fn str_replace_editor_parameters() -> Value {
     )
 }
 
-/// A system-prompt section: lower `order` comes first.
+/// A system-prompt section of the tool guidance slot (sections there are ordered by id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PromptSection {
     pub id: &'static str,
-    pub order: u32,
     pub text: &'static str,
 }
 
 pub const READ_SECTION: PromptSection = PromptSection {
     id: "tool:read",
-    order: 100,
     text: "Inspect text files with the read tool rather than shell commands such as cat. Its output is line-numbered; page through a large file with offset and limit.",
 };
 
 pub const WRITE_SECTION: PromptSection = PromptSection {
     id: "tool:write",
-    order: 101,
     text: "The write tool creates a file or replaces everything in it. Because it overwrites, read an existing file before replacing it (the default fs-observation-policy refuses otherwise), and use edit instead when only part of a file should change.",
 };
 
 pub const EDIT_SECTION: PromptSection = PromptSection {
     id: "tool:edit",
-    order: 102,
     text: "Make targeted changes to existing UTF-8 text files with the edit tool. It swaps the literal old_string for new_string, and old_string has to occur exactly once unless replace_all is true; when it matches in several places, lengthen it until it is unique or set replace_all. Read the file before editing it (the default fs-observation-policy enforces this), except a file you created or edited yourself earlier in this session.",
 };
 
 pub const GREP_SECTION: PromptSection = PromptSection {
     id: "tool:grep",
-    order: 104,
     text: "Search file contents with the grep tool, not shell grep or rg. When you need the lines around a match, read that file.",
 };
 
-/// `tool:glob` (order 103) depends on whether over-cap results are sampled.
+/// `tool:glob`: its text depends on whether over-cap results are sampled.
 pub fn glob_section_text(sampling: bool) -> String {
     let tail = if sampling {
         "a result over the limit is sampled across the top-level entries, so it covers the whole tree rather than one subtree."
@@ -172,7 +167,7 @@ pub fn glob_section_text(sampling: bool) -> String {
     )
 }
 
-pub const GLOB_SECTION_ORDER: u32 = 103;
+pub const GLOB_SECTION: &str = "tool:glob";
 
 #[cfg(test)]
 mod tests {

@@ -25,15 +25,24 @@ pub(crate) fn check_pattern(pattern: &str, path: Option<&str>) -> Result<(), FsE
 pub(crate) struct SearchRoot {
     pub cwd: PathBuf,
     pub abs: PathBuf,
+    /// `abs` canonicalized: the walk follows no symlink below it, so an entry's real path is
+    /// this joined with the entry's path below `abs`.
+    pub real: PathBuf,
     /// The `path` argument as given.
     pub arg: Option<String>,
 }
 
 impl SearchRoot {
     /// Resolves the root; a missing one fails like ripgrep's exit 2.
-    pub fn new(tool: &str, cwd: &Path, arg: Option<&str>) -> Result<Self, FsError> {
+    pub fn new(
+        tool: &str,
+        cwd: &Path,
+        arg: Option<&str>,
+        policy: &crate::policy::FilePolicy,
+    ) -> Result<Self, FsError> {
         // `components()` drops `.` segments, so hits strip cleanly against the root.
         let abs: PathBuf = cwd.join(arg.unwrap_or(".")).components().collect();
+        policy.check_read(cwd, arg.unwrap_or("."))?;
         if std::fs::metadata(&abs).is_err() {
             let shown = arg.unwrap_or(".");
             return Err(FsError::coded(
@@ -43,11 +52,24 @@ impl SearchRoot {
                 ),
             ));
         }
+        let real = crate::policy::canonicalize_lenient(&abs);
         Ok(Self {
             cwd: cwd.to_path_buf(),
             abs,
+            real,
             arg: arg.map(str::to_owned),
         })
+    }
+
+    /// Whether the read policy refuses `path` (an entry of the walk): refused folders are not
+    /// entered and refused files are not listed or searched.
+    pub fn refused(&self, policy: &crate::policy::FilePolicy, path: &Path) -> bool {
+        let real = match path.strip_prefix(&self.abs) {
+            Ok(rel) if rel.as_os_str().is_empty() => self.real.clone(),
+            Ok(rel) => self.real.join(rel),
+            Err(_) => path.to_path_buf(),
+        };
+        policy.read_refusal(path, &real).is_some()
     }
 
     /// The display root for canonical values: the `path` argument's display form, or `.`.

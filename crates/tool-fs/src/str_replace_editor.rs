@@ -82,7 +82,7 @@ pub async fn run(
 
 fn execute(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsError> {
     let p = args.path.as_str();
-    let resolved = ctx.policy.check_read(&ctx.cwd, p);
+    let resolved = ctx.policy.check_read(&ctx.cwd, p)?;
     let meta = std::fs::metadata(p);
     let exists = meta.is_ok();
     let is_dir = meta.as_ref().is_ok_and(std::fs::Metadata::is_dir);
@@ -141,9 +141,12 @@ fn execute(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsErr
     }
 }
 
-fn read_raw(path: &str) -> Result<String, FsError> {
-    let bytes =
-        std::fs::read(path).map_err(|err| FsError::io(&format!("cannot read \"{path}\""), &err))?;
+fn read_raw(ctx: &FsContext, real: &Path, path: &str) -> Result<String, FsError> {
+    let io = |err: std::io::Error| FsError::io(&format!("cannot read \"{path}\""), &err);
+    let file = crate::fsat::open_read(real).map_err(io)?;
+    crate::read::refuse_secret_link(ctx, &file, Path::new(path))?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
     if bytes[..bytes.len().min(8192)].contains(&0) {
         return Err(FsError::coded(
             codes::FS_NOT_TEXT,
@@ -173,7 +176,7 @@ fn view_file(
     max: usize,
 ) -> Result<String, FsError> {
     let p = args.path.as_str();
-    let text = read_raw(p)?;
+    let text = read_raw(ctx, real, p)?;
     ctx.observe(
         real,
         FileVersion::current(real).map_or(Observation::Absent, Observation::Present),
@@ -308,7 +311,7 @@ fn str_replace(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, F
         ));
     }
     let new = args.new_str.as_deref().unwrap_or("");
-    let text = read_raw(p)?;
+    let text = read_raw(ctx, &target.real, p)?;
     let starts: Vec<usize> = text.match_indices(old.as_str()).map(|(at, _)| at).collect();
     match starts.as_slice() {
         [] => Err(FsError::coded(
@@ -352,7 +355,7 @@ fn insert(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsErro
             "Parameter `new_str` is required for command: insert",
         ));
     };
-    let text = read_raw(p)?;
+    let text = read_raw(ctx, &target.real, p)?;
     let mut lines: Vec<&str> = text.split('\n').collect();
     let n = lines.len() as i64;
     if line < 0 || line > n {

@@ -112,7 +112,7 @@ pub async fn run(
         let before = match operation {
             WriteOperation::Create => None,
             WriteOperation::Update if content.len() >= limit => None,
-            WriteOperation::Update => std::fs::read(&real)
+            WriteOperation::Update => crate::fsat::read(&real)
                 .ok()
                 .filter(|bytes| bytes.len() < limit && !bytes.contains(&0))
                 .and_then(|bytes| String::from_utf8(bytes).ok())

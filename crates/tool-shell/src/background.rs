@@ -197,7 +197,7 @@ fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
     let done = async move {
         let mut stopped = false;
         let status = tokio::select! {
-            status = proc.child.wait() => status,
+            status = proc.wait() => status,
             () = watcher.stop.notified() => {
                 stopped = true;
                 proc.terminate(grace).await

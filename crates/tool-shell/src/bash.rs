@@ -267,7 +267,7 @@ pub(crate) fn spawn_for(
     live: bool,
 ) -> Result<ShellProcess, SpawnFailure> {
     let cwd = resolve_workdir(args, ctx);
-    let launch = ctx.sandbox.as_ref().and_then(|policy| policy.launch(&cwd));
+    let launch = ctx.confinement().and_then(|policy| policy.launch(&cwd));
     process::spawn_shell(
         &args.command,
         &cwd,
@@ -329,7 +329,55 @@ pub async fn run(
         .timeout_ms
         .unwrap_or(ctx.config.timeout_ms as f64)
         .min(ctx.config.max_timeout_ms as f64);
-    let mut proc = spawn_for(&args, ctx, true).map_err(|failure| match failure.runner_mode {
+    match foreground(&args, ctx, &cancel, timeout_ms).await {
+        // A daemon socket the sandbox masks vanished between the scan and the launch: the
+        // runner could not place its mask. Not the command's fault: look again and retry once.
+        Err(Foreground::RunnerFailed(line)) if sandbox::is_vanished_mask(&line) => {
+            sandbox::forget_sockets();
+            foreground(&args, ctx, &cancel, timeout_ms)
+                .await
+                .map_err(|failure| failure.into_error(ctx))
+        }
+        other => other.map_err(|failure| failure.into_error(ctx)),
+    }
+}
+
+/// Why a foreground run produced no output.
+enum Foreground {
+    Error(ShellError),
+    /// The sandbox runner failed before the command ran (its `bwrap: …` line).
+    RunnerFailed(String),
+}
+
+impl Foreground {
+    fn into_error(self, ctx: &ShellContext) -> ShellError {
+        match self {
+            Self::Error(error) => error,
+            Self::RunnerFailed(line) => {
+                let mode = ctx
+                    .sandbox
+                    .as_ref()
+                    .map_or(SandboxMode::WorkspaceWrite, |policy| policy.mode);
+                // Fail closed, never unconfined.
+                sandbox::sandbox_unavailable(mode, Some(&line))
+            }
+        }
+    }
+}
+
+impl From<ShellError> for Foreground {
+    fn from(error: ShellError) -> Self {
+        Self::Error(error)
+    }
+}
+
+async fn foreground(
+    args: &BashArgs,
+    ctx: &ShellContext,
+    cancel: &CancellationToken,
+    timeout_ms: f64,
+) -> Result<BashOutput, Foreground> {
+    let mut proc = spawn_for(args, ctx, true).map_err(|failure| match failure.runner_mode {
         Some(mode) => {
             sandbox::sandbox_unavailable(mode, Some(&format!("Error: {}", failure.message)))
         }
@@ -340,7 +388,7 @@ pub async fn run(
     let mut timed_out = false;
     let mut aborted = false;
     let status = tokio::select! {
-        status = proc.child.wait() => status,
+        status = proc.wait() => status,
         () = deadline => {
             timed_out = true;
             let grace = Duration::from_millis(ctx.config.grace_ms);
@@ -358,7 +406,7 @@ pub async fn run(
     let stderr = proc.stderr.clone();
     proc.finish(timed_out || aborted).await;
     if aborted {
-        return Err(ShellError::aborted());
+        return Err(ShellError::aborted().into());
     }
     let status =
         status.map_err(|err| ShellError::plain(format!("failed to wait for bash: {err}")))?;
@@ -378,12 +426,11 @@ pub async fn run(
                 && !timed_out
                 && let Some(line) = sandbox::runner_failure(exit_code, &stderr.text)
             {
-                // The runner failed before the command ran: fail closed, never unconfined.
-                return Err(sandbox::sandbox_unavailable(policy.mode, Some(&line)));
+                return Err(Foreground::RunnerFailed(line));
             }
             Some(SandboxReport {
                 mode: policy.mode,
-                denied: sandbox::detect_denial(&stderr.text, policy, &resolve_workdir(&args, ctx)),
+                denied: sandbox::detect_denial(&stderr.text, policy, &resolve_workdir(args, ctx)),
                 enforcement: confined.then(|| "bwrap".to_owned()),
                 runner_failed: None,
             })

@@ -102,6 +102,25 @@ impl ShellContext {
         env
     }
 
+    /// The call's policy with this session's facts applied: dsh's home is hidden from the
+    /// command, the session's own log, skills and spill folder stay readable.
+    /// (Public: terminals confine a PTY shell with exactly this policy.)
+    pub fn confinement(&self) -> Option<SandboxPolicy> {
+        let policy = self.sandbox.as_ref()?;
+        let mut exposed = Vec::new();
+        let mut hidden = Vec::new();
+        if let Some(home) = &self.dsh_home {
+            let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.clone());
+            exposed.push(home.join("skills"));
+            hidden.push(home);
+        }
+        exposed.extend(self.session_jsonl.iter().cloned());
+        if let Ok(dir) = self.spill.session_dir(&self.session_id) {
+            exposed.push(dir);
+        }
+        Some(policy.clone().hiding(hidden).exposing(exposed))
+    }
+
     /// The environment a child of this context gets: the base scrubbed of secrets and stale
     /// `DSH_*` values, plus the managed snapshot (terminals reuse it).
     pub fn child_env(&self) -> Vec<(String, String)> {

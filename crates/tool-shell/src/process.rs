@@ -1,10 +1,18 @@
-//! Child processes: `bash -c` in its own process group with stdin at EOF, group-wide kills,
-//! and the bounded capture of both pipes.
+//! Child processes: `bash -c` with stdin at EOF in a process group of its own (under the
+//! sandbox runner, or under the process guard when unconfined), group-wide kills, and the
+//! bounded capture of both pipes. Every spawn is a `posix_spawn`: programs are absolute paths
+//! and nothing needs a `pre_exec` hook.
 
+use std::collections::HashMap;
 use std::io;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::process::Stdio;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rustix::process::Pid;
@@ -25,6 +33,8 @@ use crate::sandbox::Launch;
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// Last resort for pipes held by a process that left our group (setsid).
 const DRAIN_HARD_LIMIT: Duration = Duration::from_secs(2);
+/// How long a guard may take to sweep its tree after `K` before it is killed itself.
+const GUARD_EXIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// The environment a shell child gets, already filtered and with the managed `DSH_*` snapshot
 /// applied last.
@@ -32,10 +42,7 @@ pub fn child_env(
     base: impl IntoIterator<Item = (String, String)>,
     managed: &[(String, String)],
 ) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = base
-        .into_iter()
-        .filter(|(name, _)| inheritable(name))
-        .collect();
+    let mut env = dsh_secrets::filter_env(base);
     for (name, value) in [
         ("NO_COLOR", "1"),
         ("TERM", "dumb"),
@@ -55,28 +62,45 @@ fn set(env: &mut Vec<(String, String)>, name: &str, value: &str) {
     env.push((name.to_owned(), value.to_owned()));
 }
 
-/// Secrets (`/KEY|PASSWORD|SECRET|TOKEN/i`) and stale `DSH_*` values never reach the child.
-fn inheritable(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    let secret = ["KEY", "PASSWORD", "SECRET", "TOKEN"]
+/// `bash` as an absolute path, looked up in the child's own `PATH`.
+fn bash_program(env: &[(String, String)], cwd: &Path) -> io::Result<PathBuf> {
+    let path = env
         .iter()
-        .any(|word| upper.contains(word));
-    !secret && !name.starts_with("DSH_")
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, value)| value.as_str());
+    dsh_secrets::resolve_program("bash", path, cwd).ok_or_else(|| io::Error::from_raw_os_error(2))
+}
+
+/// How a running shell is told to stop.
+enum Control {
+    /// Signals go to this process group: `bash` itself, or the `bwrap` runner above it.
+    Group(Option<Pid>),
+    /// Orders go to the process guard over its control socket.
+    Guard(GuardLink),
+}
+
+struct GuardLink {
+    socket: tokio::net::UnixStream,
+    /// Bytes of the status line read so far (kept across cancelled waits).
+    pending: Vec<u8>,
+    status: Option<ExitStatus>,
 }
 
 /// A running shell with both pipes being captured.
 pub struct ShellProcess {
     pub child: Child,
-    pub pgid: Option<Pid>,
+    control: Control,
     pub stdout: Capture,
     pub stderr: Capture,
     pumps: Vec<JoinHandle<()>>,
-    guard: GroupGuard,
+    live: LiveEntry,
 }
 
-/// Spawns `bash -c <command>` as the leader of a new process group, stdin `/dev/null`.
-/// With a `launch` wrapper (the sandbox runner) the wrapper is the group leader and `bash`
-/// runs beneath it, still in the same group. With a `tap`, both pipes are mirrored to it live.
+/// Spawns `bash -c <command>` with stdin `/dev/null`. With a `launch` wrapper (the sandbox
+/// runner) the wrapper leads a new process group and `bash` runs beneath it in its own
+/// session; without one, under the process guard when the process has one (see
+/// [`crate::guard`]), else as the leader of a new process group. With a `tap`, both pipes are
+/// mirrored to it live.
 pub(crate) fn spawn_shell(
     command: &str,
     cwd: &Path,
@@ -86,28 +110,57 @@ pub(crate) fn spawn_shell(
     stderr_config: CaptureConfig,
     tap: Option<OutputTap>,
 ) -> io::Result<ShellProcess> {
-    let mut cmd = match launch {
-        Some(launch) => {
+    let bash = bash_program(env, cwd);
+    let guard = crate::guard::program().filter(|_| launch.is_none());
+    let mut guard_socket = None;
+    let mut cmd = match (launch, guard) {
+        (Some(launch), _) => {
             let mut cmd = Command::new(&launch.program);
-            cmd.args(&launch.args).arg("bash");
+            // Inside the sandbox `bash` is found in the sandbox's own view of `PATH`.
+            cmd.args(&launch.args).arg("bash").process_group(0);
             cmd
         }
-        None => Command::new("bash"),
+        (None, Some(guard)) => {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+            ours.set_nonblocking(true)?;
+            guard_socket = Some(ours);
+            let mut cmd = Command::new(guard);
+            cmd.arg(crate::guard::GUARD_ARG)
+                .arg(bash?)
+                .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+            cmd
+        }
+        (None, None) => {
+            let mut cmd = Command::new(bash?);
+            cmd.process_group(0);
+            cmd
+        }
     };
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    if guard_socket.is_none() {
+        cmd.stdin(Stdio::null());
+    }
     let mut child = cmd.spawn()?;
-    let pgid = child
+    drop(cmd);
+    let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .and_then(Pid::from_raw);
+    let control = match guard_socket {
+        Some(socket) => Control::Guard(GuardLink {
+            socket: tokio::net::UnixStream::from_std(socket)?,
+            pending: Vec::new(),
+            status: None,
+        }),
+        None => Control::Group(pid),
+    };
+    let live = LiveEntry::register(&control);
     let stdout = Capture::new();
     let stderr = Capture::new();
     let mut pumps = Vec::new();
@@ -128,30 +181,71 @@ pub(crate) fn spawn_shell(
     }
     Ok(ShellProcess {
         child,
-        pgid,
+        control,
         stdout,
         stderr,
         pumps,
-        guard: GroupGuard { pgid },
+        live,
     })
 }
 
 impl ShellProcess {
-    /// Sends `signal` to the whole group.
+    /// Asks the whole command to stop: SIGTERM to its group, or SIGKILL to everything it
+    /// started (`signal` is TERM or KILL; others are delivered as TERM under a guard).
     pub fn signal_group(&self, signal: Signal) {
-        if let Some(pgid) = self.pgid {
-            kill_group(pgid, signal);
+        match &self.control {
+            Control::Group(Some(pgid)) => kill_group(*pgid, signal),
+            Control::Group(None) => {}
+            Control::Guard(link) => {
+                let order: &[u8] = if signal == Signal::KILL { b"K" } else { b"T" };
+                if let Err(err) = link.socket.try_write(order) {
+                    tracing::debug!(%err, "cannot reach the process guard");
+                }
+            }
+        }
+    }
+
+    /// Waits for the command (not its guard) to exit. Cancel-safe.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        let Control::Guard(link) = &mut self.control else {
+            return self.child.wait().await;
+        };
+        if let Some(status) = link.status {
+            return Ok(status);
+        }
+        loop {
+            if let Some(end) = link.pending.iter().position(|b| *b == b'\n') {
+                if let Some(status) = crate::guard::parse_status(&link.pending[..end]) {
+                    link.status = Some(status);
+                    return Ok(status);
+                }
+                link.pending.drain(..=end);
+                continue;
+            }
+            link.socket.readable().await?;
+            let mut buf = [0u8; 64];
+            match link.socket.try_read(&mut buf) {
+                Ok(0) => {
+                    // The guard is gone without a word: its own status is all there is.
+                    let status = self.child.wait().await?;
+                    link.status = Some(status);
+                    return Ok(status);
+                }
+                Ok(n) => link.pending.extend_from_slice(&buf[..n]),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+                Err(err) => return Err(err),
+            }
         }
     }
 
     /// SIGTERM to the group, then SIGKILL after `grace` if the shell has not exited.
     pub async fn terminate(&mut self, grace: Duration) -> io::Result<ExitStatus> {
         self.signal_group(Signal::TERM);
-        match tokio::time::timeout(grace, self.child.wait()).await {
+        match tokio::time::timeout(grace, self.wait()).await {
             Ok(status) => status,
             Err(_) => {
                 self.signal_group(Signal::KILL);
-                self.child.wait().await
+                self.wait().await
             }
         }
     }
@@ -159,11 +253,12 @@ impl ShellProcess {
     /// SIGKILL to the group, then reap the shell.
     pub async fn kill_now(&mut self) -> io::Result<ExitStatus> {
         self.signal_group(Signal::KILL);
-        self.child.wait().await
+        self.wait().await
     }
 
     /// After the shell exited: waits for the pipes to close, killing leftover group members
     /// that keep them open. With `kill_rest`, every survivor of the group is killed first.
+    /// Under a guard every remaining descendant is killed at the end, detached ones included.
     pub async fn finish(mut self, kill_rest: bool) {
         if kill_rest {
             self.signal_group(Signal::KILL);
@@ -172,21 +267,29 @@ impl ShellProcess {
         let drained = tokio::time::timeout(DRAIN_GRACE, join_all(&mut pumps))
             .await
             .is_ok();
-        if !drained {
+        if !drained || matches!(self.control, Control::Guard(_)) {
             self.signal_group(Signal::KILL);
-            if tokio::time::timeout(DRAIN_HARD_LIMIT, join_all(&mut pumps))
+        }
+        if !drained
+            && tokio::time::timeout(DRAIN_HARD_LIMIT, join_all(&mut pumps))
                 .await
                 .is_err()
-            {
-                tracing::warn!(
-                    "a process outside the group still holds the output pipes; abandoning them"
-                );
-                for pump in &pumps {
-                    pump.abort();
-                }
+        {
+            tracing::warn!(
+                "a process outside the group still holds the output pipes; abandoning them"
+            );
+            for pump in &pumps {
+                pump.abort();
             }
         }
-        self.guard.pgid = None;
+        if matches!(self.control, Control::Guard(_))
+            && tokio::time::timeout(GUARD_EXIT_LIMIT, self.child.wait())
+                .await
+                .is_err()
+        {
+            let _ = self.child.start_kill();
+        }
+        self.live.disarm();
     }
 }
 
@@ -196,18 +299,86 @@ async fn join_all(pumps: &mut [JoinHandle<()>]) {
     }
 }
 
-/// Kills the group if the owning future is dropped mid-flight (caller gave up without
-/// cancelling), so no shell outlives its call.
-struct GroupGuard {
-    pgid: Option<Pid>,
+/// What the process-wide registry can do to a live command without its `ShellProcess`.
+enum KillHandle {
+    Group(Pid),
+    Guard(std::os::unix::net::UnixStream),
 }
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            kill_group(pgid, Signal::KILL);
+fn live_processes() -> &'static Mutex<HashMap<u64, KillHandle>> {
+    static LIVE: std::sync::OnceLock<Mutex<HashMap<u64, KillHandle>>> = std::sync::OnceLock::new();
+    LIVE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// A command's entry in the registry of live commands. Dropping it (the owning future gave up
+/// without cancelling) kills the command, so no shell outlives its call.
+struct LiveEntry {
+    id: Option<u64>,
+}
+
+impl LiveEntry {
+    fn register(control: &Control) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let handle = match control {
+            Control::Group(Some(pgid)) => KillHandle::Group(*pgid),
+            Control::Group(None) => return Self { id: None },
+            Control::Guard(link) => {
+                use std::os::fd::AsFd;
+                // A second handle on the socket, only for `K`; the entry is removed before the
+                // `ShellProcess` lets go of its own, so end of file still reaches the guard.
+                match link.socket.as_fd().try_clone_to_owned() {
+                    Ok(fd) => KillHandle::Guard(std::os::unix::net::UnixStream::from(fd)),
+                    Err(_) => return Self { id: None },
+                }
+            }
+        };
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        lock_live().insert(id, handle);
+        Self { id: Some(id) }
+    }
+
+    /// The command finished normally: forget it without killing anything.
+    fn disarm(&mut self) {
+        if let Some(id) = self.id.take() {
+            lock_live().remove(&id);
         }
     }
+}
+
+impl Drop for LiveEntry {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && let Some(handle) = lock_live().remove(&id)
+        {
+            kill_handle(&handle);
+        }
+    }
+}
+
+fn lock_live() -> std::sync::MutexGuard<'static, HashMap<u64, KillHandle>> {
+    live_processes()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn kill_handle(handle: &KillHandle) {
+    match handle {
+        KillHandle::Group(pgid) => kill_group(*pgid, Signal::KILL),
+        KillHandle::Guard(socket) => {
+            use std::io::Write;
+            let _ = (&*socket).write_all(b"K");
+        }
+    }
+}
+
+/// Kills every command this process started that is still running (foreground calls and
+/// background jobs alike); for a signal handler on the way out. Returns how many there were.
+pub fn kill_all() -> usize {
+    let handles: Vec<KillHandle> = lock_live().drain().map(|(_, handle)| handle).collect();
+    for handle in &handles {
+        kill_handle(handle);
+    }
+    handles.len()
 }
 
 /// `kill(-pgid, signal)`; a group that is already gone is not an error.
@@ -221,7 +392,6 @@ pub fn kill_group(pgid: Pid, signal: Signal) {
 
 /// `(exitCode, signal)` as upstream reports them.
 pub fn exit_parts(status: &ExitStatus) -> (Option<i32>, Option<String>) {
-    use std::os::unix::process::ExitStatusExt;
     match status.signal() {
         Some(sig) => (None, Some(signal_name(sig))),
         None => (status.code(), None),

@@ -1,17 +1,26 @@
-//! The file sandbox of `bash` (§5.3): policy modes, the bubblewrap launcher, and reading a
+//! The sandbox of `bash` (§5.3): policy modes, the bubblewrap launcher, and reading a
 //! finished run's stderr for denials and runner failures.
 //!
-//! Only file writes are confined; network and processes never are. `danger-full-access`
-//! runs unconfined. The sandboxed tree lives in its own PID namespace and dies with its
-//! `bwrap` parent, so killing the process group (or `bwrap` alone) leaves no survivor.
+//! A confined command (`read-only`, `workspace-write`) runs under bubblewrap with no
+//! capabilities, in a user namespace where the kernel allows one, in a session of its own (no
+//! controlling terminal, so nothing can be pushed into the user's terminal), and in its own PID
+//! namespace that dies with its `bwrap` parent, so killing the runner leaves no survivor. It
+//! sees the host read-only except: a private `/tmp` (and `$TMPDIR`) per command, the workspace
+//! (writable under `workspace-write`, minus dsh's project configuration and the git hooks and
+//! config, which stay read-only), and the hidden areas (dsh's home, conventional credential
+//! folders, daemon control sockets), which it cannot see at all. The network is unshared under
+//! `read-only`, and under `workspace-write` when the policy says so. `danger-full-access`
+//! runs unconfined.
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
 
-use serde::Deserialize;
-use serde::Serialize;
-
+pub use dsh_tools::ApprovalPolicy;
+pub use dsh_tools::NetworkAccess;
 pub use dsh_tools::SandboxMode;
 
 use crate::bash::SandboxPermissions;
@@ -22,25 +31,6 @@ impl From<SandboxPermissions> for SandboxMode {
         match value {
             SandboxPermissions::WorkspaceWrite => Self::WorkspaceWrite,
             SandboxPermissions::DangerFullAccess => Self::DangerFullAccess,
-        }
-    }
-}
-
-/// Whether approval prompts may be raised (`dsh-user-approval` policy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ApprovalPolicy {
-    Ask,
-    Never,
-}
-
-impl ApprovalPolicy {
-    /// The `dsh-base` rule: `never` iff `danger-full-access`, else `ask`.
-    pub fn default_for(mode: SandboxMode) -> Self {
-        if mode == SandboxMode::DangerFullAccess {
-            Self::Never
-        } else {
-            Self::Ask
         }
     }
 }
@@ -76,30 +66,248 @@ impl SandboxRunner {
         &self.program
     }
 
-    /// How to launch `bash -c` under `mode`; `None` runs unconfined.
-    pub(crate) fn launch(&self, mode: SandboxMode, root: &Path, cwd: &Path) -> Option<Launch> {
-        if mode == SandboxMode::DangerFullAccess {
+    /// How to launch `bash -c` under `policy`; `None` runs unconfined.
+    pub(crate) fn launch(&self, policy: &SandboxPolicy, cwd: &Path) -> Option<Launch> {
+        if policy.mode == SandboxMode::DangerFullAccess {
             return None;
         }
-        let mut args: Vec<OsString> = ["--die-with-parent", "--unshare-pid", "--ro-bind", "/", "/"]
-            .map(OsString::from)
-            .to_vec();
-        if mode == SandboxMode::WorkspaceWrite {
-            for dir in writable_roots(root) {
-                args.push("--bind".into());
-                args.push(dir.clone().into());
-                args.push(dir.into());
+        let mut args = Args::default();
+        args.flags(&[
+            "--die-with-parent",
+            "--unshare-pid",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--unshare-user-try",
+        ]);
+        if !policy.network_allowed() {
+            args.flags(&["--unshare-net"]);
+        }
+        args.pair("--ro-bind", "/", "/");
+        // A fresh /dev: its null/zero/tty nodes stay writable in every mode; a plain `--bind`
+        // of /dev/null would be mounted nodev and refuse writes. `/dev/tty` there names no
+        // terminal: the command has none.
+        args.one("--dev", Path::new("/dev"));
+        args.one("--proc", Path::new("/proc"));
+        let temps = temp_areas();
+        for temp in &temps {
+            args.one("--tmpfs", temp);
+        }
+        let root = &policy.workspace_root;
+        let bind = if policy.mode == SandboxMode::WorkspaceWrite {
+            "--bind"
+        } else {
+            "--ro-bind"
+        };
+        args.pair(bind, root, root);
+        // A workdir outside the workspace stays visible (read-only) even inside a private area.
+        if !cwd.starts_with(root) && cwd.is_dir() {
+            args.pair("--ro-bind", cwd, cwd);
+        }
+        for hidden in &policy.hidden {
+            // An area holding the workspace cannot be hidden without hiding the workspace.
+            if root.starts_with(hidden) || temps.iter().any(|temp| hidden.starts_with(temp)) {
+                continue;
+            }
+            match std::fs::symlink_metadata(hidden) {
+                Ok(meta) if meta.is_dir() => args.one("--tmpfs", hidden),
+                Ok(_) => args.pair("--ro-bind", Path::new("/dev/null"), hidden),
+                Err(_) => {}
             }
         }
-        // A fresh /dev: its null/zero/tty nodes stay writable in every mode; a plain `--bind`
-        // of /dev/null would be mounted nodev and refuse writes.
-        args.extend(["--dev", "/dev", "--proc", "/proc", "--chdir"].map(OsString::from));
-        args.push(cwd.into());
-        args.push("--".into());
+        for socket in control_sockets() {
+            if !socket.starts_with(root) {
+                args.pair("--ro-bind", Path::new("/dev/null"), &socket);
+            }
+        }
+        for exposed in &policy.exposed {
+            if exposed.exists() {
+                args.pair("--ro-bind", exposed, exposed);
+            }
+        }
+        if policy.mode == SandboxMode::WorkspaceWrite {
+            for protected in protected_paths(root) {
+                args.pair("--ro-bind", &protected, &protected);
+            }
+        }
+        args.one("--chdir", cwd);
+        args.flags(&["--"]);
         Some(Launch {
             program: self.program.clone(),
-            args,
+            args: args.0,
         })
+    }
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flags(&mut self, flags: &[&str]) {
+        self.0.extend(flags.iter().map(OsString::from));
+    }
+    fn one(&mut self, flag: &str, path: &Path) {
+        self.0.push(flag.into());
+        self.0.push(path.into());
+    }
+    fn pair(&mut self, flag: &str, src: impl AsRef<Path>, dest: impl AsRef<Path>) {
+        self.0.push(flag.into());
+        self.0.push(src.as_ref().into());
+        self.0.push(dest.as_ref().into());
+    }
+}
+
+/// `/tmp` and the OS temp dir, canonical and without repeats: each confined command gets a
+/// private, empty one (nothing of the host's shows through, nothing written survives).
+fn temp_areas() -> Vec<PathBuf> {
+    let mut areas: Vec<PathBuf> = Vec::new();
+    for dir in [PathBuf::from("/tmp"), std::env::temp_dir()] {
+        if let Ok(real) = std::fs::canonicalize(&dir)
+            && real.is_dir()
+            && real != Path::new("/")
+            && !areas.iter().any(|area| real.starts_with(area))
+        {
+            areas.push(real);
+        }
+    }
+    areas
+}
+
+/// Paths inside the workspace that stay read-only under `workspace-write`: dsh's project
+/// configuration (it must not widen the next run) and git's hooks and config (both name
+/// commands the user's own git runs later). A missing `.git/hooks` is created first so that it
+/// can be protected; a missing `.dsh` is not (an untrusted folder's configuration cannot widen
+/// anything, and a trusted folder gets one when it is trusted).
+pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    let dsh = root.join(".dsh");
+    if dsh.is_dir() {
+        paths.push(dsh);
+    }
+    let git = root.join(".git");
+    let git_dirs: Vec<PathBuf> = if git.is_dir() {
+        vec![git]
+    } else {
+        linked_git_dirs(&git)
+    };
+    for dir in git_dirs {
+        if !dir.starts_with(root) {
+            continue;
+        }
+        let hooks = dir.join("hooks");
+        if !hooks.exists() && std::fs::create_dir(&hooks).is_err() {
+            tracing::debug!(path = %hooks.display(), "cannot create the git hooks folder to protect it");
+        }
+        for path in [hooks, dir.join("config")] {
+            if path.exists() {
+                paths.push(path);
+            }
+        }
+    }
+    paths
+}
+
+/// The git dirs a `.git` file points at (`gitdir: …`, and a worktree's `commondir`).
+fn linked_git_dirs(file: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return Vec::new();
+    };
+    let Some(target) = text.lines().find_map(|line| line.strip_prefix("gitdir: ")) else {
+        return Vec::new();
+    };
+    let base = file.parent().unwrap_or_else(|| Path::new("/"));
+    let dir = base.join(target.trim());
+    let mut dirs = vec![dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+        dirs.push(dir.join(common.trim()));
+    }
+    dirs.into_iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect()
+}
+
+/// Where daemons keep their control sockets. A read-only bind does not stop `connect()`, so a
+/// socket left visible (Docker, D-Bus, systemd, an agent) would let a confined command ask a
+/// daemon to act for it; each one found is masked by an empty file.
+const SOCKET_AREAS: [&str; 3] = ["/run", "/var/run", "/var/lib"];
+const SOCKET_SCAN_DEPTH: usize = 4;
+const SOCKET_SCAN_ENTRIES: usize = 4096;
+/// Daemons create sockets at start-up; a few seconds of staleness is fine and keeps the scan
+/// off the per-call path.
+const SOCKET_SCAN_TTL: Duration = Duration::from_secs(5);
+
+static SOCKET_CACHE: Mutex<Option<(Instant, Vec<PathBuf>)>> = Mutex::new(None);
+
+/// The daemon sockets to mask now: the last scan's (at most [`SOCKET_SCAN_TTL`] old), minus
+/// those gone since (a mask needs its target: bwrap cannot create one in the read-only root).
+fn control_sockets() -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    scanned_sockets()
+        .into_iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()))
+        .collect()
+}
+
+/// Drops the cached scan (a masked socket vanished under a launch).
+pub(crate) fn forget_sockets() {
+    *SOCKET_CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+}
+
+/// Whether a runner failure is a socket mask whose target vanished during the launch.
+pub(crate) fn is_vanished_mask(line: &str) -> bool {
+    line.strip_prefix("bwrap: Can't create file at ")
+        .and_then(|rest| rest.split(": ").next())
+        .is_some_and(|path| {
+            let path = Path::new(path);
+            SOCKET_AREAS.iter().any(|area| path.starts_with(area))
+                || std::fs::canonicalize(path).is_err()
+        })
+}
+
+fn scanned_sockets() -> Vec<PathBuf> {
+    let mut cache = SOCKET_CACHE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((at, sockets)) = cache.as_ref()
+        && at.elapsed() < SOCKET_SCAN_TTL
+    {
+        return sockets.clone();
+    }
+    let mut sockets = Vec::new();
+    let mut budget = SOCKET_SCAN_ENTRIES;
+    let mut seen = Vec::new();
+    for area in SOCKET_AREAS {
+        if let Ok(real) = std::fs::canonicalize(area)
+            && !seen.contains(&real)
+        {
+            scan_sockets(&real, SOCKET_SCAN_DEPTH, &mut budget, &mut sockets);
+            seen.push(real);
+        }
+    }
+    *cache = Some((Instant::now(), sockets.clone()));
+    sockets
+}
+
+fn scan_sockets(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<PathBuf>) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_socket() {
+            out.push(entry.path());
+        } else if kind.is_dir() && depth > 0 {
+            scan_sockets(&entry.path(), depth - 1, budget, out);
+        }
     }
 }
 
@@ -118,16 +326,26 @@ pub struct SandboxPolicy {
     pub workspace_root: PathBuf,
     pub approval: ApprovalPolicy,
     pub runner: SandboxRunner,
+    /// Network under `workspace-write`.
+    pub network: NetworkAccess,
+    /// Areas a confined command cannot see at all (dsh's home, credential folders).
+    pub hidden: Vec<PathBuf>,
+    /// Read-only views re-opened inside hidden areas (the session's own log, skills).
+    pub exposed: Vec<PathBuf>,
 }
 
 impl SandboxPolicy {
-    /// A policy with the `dsh-base` approval default and `bwrap` from `PATH`.
+    /// A policy with the `dsh-base` approval default, `bwrap` from `PATH`, the network allowed
+    /// under `workspace-write`, and the conventional credential folders of `$HOME` hidden.
     pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
         Self {
             mode,
             workspace_root: workspace_root.into(),
             approval: ApprovalPolicy::default_for(mode),
             runner: SandboxRunner::bwrap(),
+            network: NetworkAccess::default(),
+            hidden: default_hidden(),
+            exposed: Vec::new(),
         }
     }
 
@@ -141,13 +359,39 @@ impl SandboxPolicy {
         self
     }
 
+    pub fn with_network(mut self, network: NetworkAccess) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Adds areas to hide from confined commands.
+    pub fn hiding(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.hidden.extend(paths);
+        self
+    }
+
+    /// Adds read-only views inside hidden areas.
+    pub fn exposing(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.exposed.extend(paths);
+        self
+    }
+
     /// Whether a denial result should carry the escalation hint.
     pub fn advertises_escalation(&self) -> bool {
         self.approval == ApprovalPolicy::Ask
     }
 
+    /// Whether a confined command of this policy may use the network.
+    pub fn network_allowed(&self) -> bool {
+        match self.mode {
+            SandboxMode::ReadOnly => false,
+            SandboxMode::WorkspaceWrite => self.network == NetworkAccess::Allow,
+            SandboxMode::DangerFullAccess => true,
+        }
+    }
+
     pub(crate) fn launch(&self, cwd: &Path) -> Option<Launch> {
-        self.runner.launch(self.mode, &self.workspace_root, cwd)
+        self.runner.launch(self, cwd)
     }
 
     /// The confining wrapper for a program started in `cwd` under this policy: the wrapper
@@ -155,6 +399,18 @@ impl SandboxPolicy {
     /// Terminals use it so a PTY shell gets exactly the confinement `bash` gets.
     pub fn wrapper(&self, cwd: &Path) -> Option<(PathBuf, Vec<OsString>)> {
         self.launch(cwd).map(|launch| (launch.program, launch.args))
+    }
+
+    /// [`SandboxPolicy::wrapper`] for a shell on its own PTY: the same confinement without
+    /// `--new-session`. That flag exists so a confined command cannot push input into the
+    /// user's terminal (TIOCSTI); a PTY shell's terminal is the one dsh created for it, which
+    /// it already types into, and without its controlling terminal the shell would have no
+    /// job control and no foreground group to interrupt.
+    pub fn pty_wrapper(&self, cwd: &Path) -> Option<(PathBuf, Vec<OsString>)> {
+        self.wrapper(cwd).map(|(program, args)| {
+            let args = args.into_iter().filter(|a| a != "--new-session").collect();
+            (program, args)
+        })
     }
 
     pub fn writable_roots(&self) -> Vec<PathBuf> {
@@ -166,6 +422,14 @@ impl SandboxPolicy {
     }
 }
 
+/// The conventional credential folders under `$HOME`.
+fn default_hidden() -> Vec<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(|home| dsh_secrets::secret_paths(Path::new(&home)))
+        .unwrap_or_default()
+}
+
 /// The composition's sandbox settings; the per-call [`SandboxPolicy`] adds the session root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
@@ -173,6 +437,9 @@ pub struct SandboxConfig {
     pub mode: SandboxMode,
     pub approval: ApprovalPolicy,
     pub runner: SandboxRunner,
+    pub network: NetworkAccess,
+    /// Hidden from confined commands, on top of the credential folders of `$HOME`.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl SandboxConfig {
@@ -182,6 +449,8 @@ impl SandboxConfig {
             mode,
             approval: ApprovalPolicy::default_for(mode),
             runner: SandboxRunner::bwrap(),
+            network: NetworkAccess::default(),
+            hidden: Vec::new(),
         }
     }
 
@@ -197,16 +466,26 @@ impl SandboxConfig {
         }
     }
 
-    /// The policy of a session rooted at `workspace_root` (canonicalized when possible).
-    pub fn policy_for(&self, workspace_root: &Path) -> SandboxPolicy {
+    /// The policy of a session rooted at `workspace_root` (canonicalized when possible) under
+    /// `mode`.
+    pub fn policy_in(&self, mode: SandboxMode, workspace_root: &Path) -> SandboxPolicy {
         let root =
             std::fs::canonicalize(workspace_root).unwrap_or_else(|_| workspace_root.to_path_buf());
         SandboxPolicy {
-            mode: self.mode,
+            mode,
             workspace_root: root,
             approval: self.approval,
             runner: self.runner.clone(),
+            network: self.network,
+            hidden: default_hidden(),
+            exposed: Vec::new(),
         }
+        .hiding(self.hidden.iter().cloned())
+    }
+
+    /// The policy of a session rooted at `workspace_root` under the standing mode.
+    pub fn policy_for(&self, workspace_root: &Path) -> SandboxPolicy {
+        self.policy_in(self.mode, workspace_root)
     }
 }
 
@@ -380,37 +659,82 @@ mod tests {
         assert!(SandboxConfig::from_permission_mode(Some("yolo")).is_err());
     }
 
+    fn launch_text(mode: SandboxMode, root: &Path) -> Option<Vec<String>> {
+        let policy = SandboxConfig::new(mode)
+            .policy_for(root)
+            .with_runner(SandboxRunner::at("/usr/bin/bwrap"));
+        policy.launch(root).map(|launch| {
+            launch
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        })
+    }
+
     #[test]
     fn launch_arguments_per_mode() {
         let dir = tempfile::tempdir().unwrap();
-        let runner = SandboxRunner::at("/usr/bin/bwrap");
-        assert!(
-            runner
-                .launch(SandboxMode::DangerFullAccess, dir.path(), dir.path())
-                .is_none()
-        );
-        let ro = runner
-            .launch(SandboxMode::ReadOnly, dir.path(), dir.path())
-            .unwrap();
-        let text: Vec<String> = ro
-            .args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        assert!(!text.contains(&"--bind".to_owned()));
-        assert_eq!(text.last().map(String::as_str), Some("--"));
-        let ww = runner
-            .launch(SandboxMode::WorkspaceWrite, dir.path(), dir.path())
-            .unwrap();
-        let text: Vec<String> = ww
-            .args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
         let real = std::fs::canonicalize(dir.path()).unwrap();
-        let pos = text.iter().position(|a| a == "--bind").unwrap();
-        assert_eq!(text[pos + 1], real.to_string_lossy());
-        assert!(text.windows(3).any(|w| w == ["--bind", "/tmp", "/tmp"]));
+        let real = real.to_string_lossy().into_owned();
+        assert!(launch_text(SandboxMode::DangerFullAccess, dir.path()).is_none());
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let text = launch_text(mode, dir.path()).unwrap();
+            for flag in [
+                "--die-with-parent",
+                "--unshare-pid",
+                "--new-session",
+                "--unshare-user-try",
+            ] {
+                assert!(text.contains(&flag.to_owned()), "{mode:?} lacks {flag}");
+            }
+            assert!(text.windows(2).any(|w| w == ["--cap-drop", "ALL"]));
+            assert!(text.windows(2).any(|w| w == ["--tmpfs", "/tmp"]));
+            assert_eq!(text.last().map(String::as_str), Some("--"));
+            let bind = if mode == SandboxMode::ReadOnly {
+                "--ro-bind"
+            } else {
+                "--bind"
+            };
+            assert!(
+                text.windows(3)
+                    .any(|w| w[0] == bind && w[1] == real && w[2] == real),
+                "{mode:?}: {text:?}"
+            );
+        }
+        let ro = launch_text(SandboxMode::ReadOnly, dir.path()).unwrap();
+        assert!(ro.contains(&"--unshare-net".to_owned()));
+        assert!(!ro.contains(&"--bind".to_owned()));
+        let ww = launch_text(SandboxMode::WorkspaceWrite, dir.path()).unwrap();
+        assert!(!ww.contains(&"--unshare-net".to_owned()));
+        let denied = SandboxConfig {
+            network: NetworkAccess::Deny,
+            ..SandboxConfig::new(SandboxMode::WorkspaceWrite)
+        }
+        .policy_for(dir.path());
+        assert!(!denied.network_allowed());
+    }
+
+    #[test]
+    fn protected_paths_of_a_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(protected_paths(&root).is_empty());
+        std::fs::create_dir_all(root.join(".dsh")).unwrap();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/config"), "").unwrap();
+        assert_eq!(
+            protected_paths(&root),
+            [
+                root.join(".dsh"),
+                root.join(".git/hooks"),
+                root.join(".git/config")
+            ]
+        );
+        assert!(
+            root.join(".git/hooks").is_dir(),
+            "a missing hooks folder is created"
+        );
     }
 
     #[test]
@@ -456,6 +780,16 @@ mod tests {
         ));
         let dfa = policy(SandboxMode::DangerFullAccess, &root);
         assert!(!detect_denial("Read-only file system", &dfa, &root));
+    }
+
+    #[test]
+    fn a_vanished_socket_mask_is_told_apart() {
+        assert!(is_vanished_mask(
+            "bwrap: Can't create file at /run/x.sock: Read-only file system"
+        ));
+        assert!(!is_vanished_mask(
+            "bwrap: Creating new namespace failed: Operation not permitted"
+        ));
     }
 
     #[test]

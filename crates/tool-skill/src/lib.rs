@@ -3,14 +3,17 @@
 //! Owns: filesystem skill discovery (ranked roots, `<name>/SKILL.md` and `<name>.md`, the
 //! frontmatter rules), the tool's schema, checks, result text and card, and the catalog
 //! message the composition adds at each pre-step ([`catalog::catalog_message`]) and the
-//! `/<name>` user gesture ([`invocation::invocation_messages`]). The session's
-//! working directory comes from a resolver the composition supplies, so this crate needs no
-//! session or agent-loop types.
-//! Must not depend on: the agent loop, the session crate or the CLI.
+//! `/<name>` user gesture ([`invocation::invocation_messages`]), and [`SkillPlugin`]
+//! (`[plugins.skill]`), which wires both into the agent loop's pre-step hook.
+//! Must not depend on: other capability crates, the host, a front-end.
 
 pub mod catalog;
 pub mod discovery;
 pub mod invocation;
+mod plugin;
+
+pub use plugin::SkillPlugin;
+pub use plugin::SkillSettings;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,13 +1,20 @@
-//! `dsh-tool-todo`: the `todo_write` tool.
+//! `dsh-tool-todo`: the `todo_write` tool and its plugin.
 //!
-//! Owns: the tool's schema, validation rules, result text and card. The list itself lives only
-//! in the session log as `todo/write` events: the tool hands the validated list to a
-//! [`TodoSink`] that the composition provides as a kernel service on the agent's scope (it
-//! appends the event). There is no other state, so replaying a log restores the plan.
-//! Must not depend on: the agent loop or the session crate (the sink is the seam).
+//! Owns: the tool's schema, validation rules, result text and card, the `todo/write` event
+//! payload ([`TodoWrite`], the one [`Todo`] type front-ends decode), and [`TodoPlugin`]
+//! (`[plugins.todo]`). The list itself lives only in the session log: the tool records the
+//! validated list through the session's [`SessionContext`]. There is no other state, so
+//! replaying a log restores the plan.
+//! Must not depend on: other capability crates, the host, a front-end.
 
 use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
+use dsh_plugin::DurableEvent;
+use dsh_plugin::HostPlugin;
+use dsh_plugin::HostServices;
+use dsh_plugin::Plugin;
+use dsh_plugin::PluginError;
+use dsh_plugin::SessionContext;
 use dsh_protocol::ContentBlock;
 use dsh_tools::DefineError;
 use dsh_tools::Tool;
@@ -24,6 +31,16 @@ use serde_json::json;
 
 /// The tool's name, as the model calls it.
 pub const NAME: &str = "todo_write";
+
+/// `todo/write {todos}`: the whole list, last write wins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoWrite {
+    pub todos: Vec<Todo>,
+}
+
+impl DurableEvent for TodoWrite {
+    const KIND: &'static str = "todo/write";
+}
 
 /// One task of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,15 +62,17 @@ struct TodoArgs {
     todos: Vec<Todo>,
 }
 
-/// Where a validated list goes: the composition appends `todo/write {todos}` to the session.
-pub trait TodoSink: Send + Sync {
-    fn record(&self, todos: &[Todo]) -> Result<(), String>;
+/// `[plugins.todo]` (upstream `allowParallelInProgress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TodoConfig {
+    /// Whether several tasks may be `in_progress` at once.
+    #[serde(default = "yes")]
+    pub allow_parallel_in_progress: bool,
 }
 
-/// Settings of the tool (`allowParallelInProgress` upstream).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TodoConfig {
-    pub allow_parallel_in_progress: bool,
+fn yes() -> bool {
+    true
 }
 
 impl Default for TodoConfig {
@@ -189,14 +208,12 @@ pub fn definition(config: TodoConfig) -> Result<ToolDefinition, DefineError> {
             let args: TodoArgs =
                 serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
             let todos = validate(args.todos, config).map_err(ToolError::new)?;
-            let agent = run
-                .agent()
-                .ok_or_else(|| ToolError::new("todo_write requires an owning agent session"))?;
-            let sink = agent
-                .scope()
-                .service::<dyn TodoSink>()
-                .ok_or_else(|| ToolError::new("todo_write requires an owning agent session"))?;
-            sink.record(&todos).map_err(ToolError::new)?;
+            let session = SessionContext::for_run(&run, NAME)?;
+            session
+                .record(&TodoWrite {
+                    todos: todos.clone(),
+                })
+                .map_err(|e| ToolError::new(e.to_string()))?;
             let count = |status| todos.iter().filter(|t| t.status == status).count();
             let counts = json!({
                 "pending": count(TodoStatus::Pending),
@@ -218,6 +235,28 @@ pub fn register(
     config: TodoConfig,
 ) -> Result<Disposer, TodoRegisterError> {
     Ok(registry.register(scope, definition(config)?)?)
+}
+
+/// `[plugins.todo]`: `todo_write` for every session.
+#[derive(Debug, Default)]
+pub struct TodoPlugin;
+
+impl Plugin for TodoPlugin {
+    type Config = TodoConfig;
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn apply(&self, ctx: &Scope, config: TodoConfig) -> Result<(), PluginError> {
+        let host = HostServices::of(ctx)?;
+        register(&host.tools, ctx, config).map_err(PluginError::other)?;
+        Ok(())
+    }
+}
+
+impl HostPlugin for TodoPlugin {
+    const NAME: &'static str = "todo";
 }
 
 #[cfg(test)]

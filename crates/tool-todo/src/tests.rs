@@ -1,5 +1,4 @@
 use std::sync::Arc;
-use std::sync::Mutex;
 
 use dsh_kernel::ScopeKind;
 use dsh_protocol::Message;
@@ -29,23 +28,25 @@ impl AgentHandle for TestAgent {
     }
 }
 
-#[derive(Default)]
-struct Recorder(Mutex<Vec<Vec<Todo>>>);
+/// The `todo/write` lists the session logged.
+struct Recorder(Arc<SessionContext>);
 
-impl TodoSink for Recorder {
-    fn record(&self, todos: &[Todo]) -> Result<(), String> {
+impl Recorder {
+    fn lists(&self) -> Vec<Vec<Todo>> {
         self.0
-            .lock()
-            .map_err(|e| e.to_string())?
-            .push(todos.to_vec());
-        Ok(())
+            .log()
+            .events()
+            .iter()
+            .filter_map(|event| event.decode::<TodoWrite>())
+            .map(|decoded| decoded.unwrap().todos)
+            .collect()
     }
 }
 
 struct Fixture {
     registry: Arc<ToolRegistry>,
     agent: Arc<TestAgent>,
-    recorder: Arc<Recorder>,
+    recorder: Recorder,
 }
 
 fn fixture(config: TodoConfig) -> Fixture {
@@ -53,8 +54,15 @@ fn fixture(config: TodoConfig) -> Fixture {
     let registry = ToolRegistry::new(RegistryConfig::default());
     register(&registry, &root, config).unwrap();
     let scope = root.child(ScopeKind::Agent, "agent-1").unwrap();
-    let recorder = Arc::new(Recorder::default());
-    scope.provide::<dyn TodoSink>(recorder.clone()).unwrap();
+    let log = dsh_session::SessionLog::in_memory(dsh_session::SessionHeader::new("s", None));
+    let context = Arc::new(SessionContext::new(
+        log,
+        "/".into(),
+        None,
+        dsh_plugin::Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
+    ));
+    scope.provide(context.clone()).unwrap();
+    let recorder = Recorder(context);
     Fixture {
         registry,
         agent: Arc::new(TestAgent { scope }),
@@ -83,7 +91,7 @@ async fn recorded_parallel_in_progress_list_is_accepted_and_logged() {
             "Updated todo list: 1 pending, 2 in progress, 0 completed.".to_owned()
         )
     );
-    let logged = fixture.recorder.0.lock().unwrap().clone();
+    let logged = fixture.recorder.lists();
     assert_eq!(logged.len(), 1);
     assert_eq!(
         logged[0][2],
@@ -119,7 +127,7 @@ async fn content_is_trimmed_and_checked_in_upstream_order() {
         call(&fixture, two).await.1,
         "Error: invalid todos: at most one task may be in_progress (got 2)"
     );
-    assert!(fixture.recorder.0.lock().unwrap().is_empty());
+    assert!(fixture.recorder.lists().is_empty());
     let empty = call(&fixture, json!({"todos": []})).await;
     assert_eq!(
         empty,

@@ -1,14 +1,15 @@
-//! `dsh-tool-web`: the `web_fetch` tool.
+//! `dsh-tool-web`: the `web_fetch` tool and its plugin ([`WebPlugin`], `[plugins.web]`).
 //!
 //! Owns: the tool's schema, result text, presentation meta and card; the default HTTP provider
 //! (reqwest, same-origin redirects, size caps); and an HTML → Markdown converter that follows
 //! turndown's defaults plus GFM tables, because the converted text is model-facing.
-//! Must not depend on: the agent loop, the session crate or the CLI composition.
+//! Must not depend on: other capability crates, the host, a front-end.
 
 mod entities;
 mod fetch;
 mod html;
 mod markdown;
+mod plugin;
 
 use dsh_kernel::Disposer;
 use dsh_kernel::Scope;
@@ -31,6 +32,8 @@ pub use fetch::Fetcher;
 pub use fetch::MAX_BODY_BYTES;
 pub use fetch::MAX_TEXT_CHARS;
 pub use markdown::html_to_markdown;
+pub use plugin::WebPlugin;
+pub use plugin::WebSettings;
 
 /// The tool's name, as the model calls it.
 pub const NAME: &str = "web_fetch";
@@ -38,8 +41,8 @@ pub const NAME: &str = "web_fetch";
 pub const MAX_OUTPUT_CHARS: usize = 200_000;
 /// Tool deadline (`fetchTimeoutMs`).
 pub const TIMEOUT_MS: u64 = 30_000;
-/// Prompt section id and order.
-pub const SECTION: (&str, u32) = ("tool:web_fetch", 111);
+/// The prompt section's name (in the tool guidance slot).
+pub const SECTION: &str = "tool:web_fetch";
 /// Prompt section text (our wording).
 pub const SECTION_TEXT: &str = "Use the web_fetch tool when you need the contents of one specific HTTP(S) address, such as a page found by a search. The page comes back as text (HTML is converted to Markdown). When you rely on what it says, cite the address as a markdown link.";
 

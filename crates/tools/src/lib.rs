@@ -92,5 +92,7 @@ pub use registry::ToolFilter;
 pub use registry::ToolRegistry;
 pub use result::ResultView;
 pub use result::ToolResult;
+pub use sandbox::ApprovalPolicy;
+pub use sandbox::NetworkAccess;
 pub use sandbox::SandboxMode;
 pub use tokio_util::sync::CancellationToken;

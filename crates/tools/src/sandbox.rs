@@ -1,5 +1,5 @@
-//! The standing sandbox mode shared by every tool that confines file writes (`bash`, the file
-//! tools): one definition so the composition hands the same value to each of them.
+//! The standing sandbox mode and approval policy shared by every tool that confines file writes
+//! (`bash`, the file tools): one definition so the host hands the same values to each of them.
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -49,6 +49,46 @@ impl SandboxMode {
     pub fn is_strictly_wider_than(self, other: Self) -> bool {
         self > other
     }
+}
+
+/// Whether approval prompts may be raised (`dsh-user-approval` policy): `ask` routes an
+/// operation that needs approval to the session's answerers, `never` rejects it at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalPolicy {
+    Ask,
+    Never,
+}
+
+impl ApprovalPolicy {
+    /// The `dsh-base` rule: `never` iff `danger-full-access`, else `ask`.
+    pub fn default_for(mode: SandboxMode) -> Self {
+        if mode == SandboxMode::DangerFullAccess {
+            Self::Never
+        } else {
+            Self::Ask
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Never => "never",
+        }
+    }
+}
+
+/// Whether confined commands may reach the network. `read-only` never does; this decides
+/// `workspace-write` (`danger-full-access` is never confined).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkAccess {
+    #[default]
+    Allow,
+    Deny,
 }
 
 #[cfg(test)]

@@ -172,7 +172,7 @@ impl UsageTotals {
 pub struct Transcript {
     pub entries: Vec<Entry>,
     pub usage: UsageTotals,
-    pub todos: Vec<data::Todo>,
+    pub todos: Vec<dsh_tool_todo::Todo>,
     pub title: Option<String>,
     /// A turn is open (between `turn/start` and `turn/end`).
     pub turn_open: bool,
@@ -214,7 +214,7 @@ impl Transcript {
             dsh_session::kind::TOOL_CALL => self.tool_call(event, cards),
             dsh_session::kind::TOOL_RESULT => self.tool_result(event, cards),
             dsh_session::kind::TODO_WRITE => {
-                if let Some(Ok(todo)) = event.decode::<data::TodoWrite>() {
+                if let Some(Ok(todo)) = event.decode::<dsh_tool_todo::TodoWrite>() {
                     self.todos = todo.todos;
                 }
             }

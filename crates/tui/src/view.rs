@@ -423,7 +423,7 @@ pub fn status_line(state: &UiState, width: usize) -> Line<'static> {
     }
     let todos = &state.transcript.todos;
     if !todos.is_empty() {
-        use dsh_session::data::TodoStatus;
+        use dsh_tool_todo::TodoStatus;
         let done = todos
             .iter()
             .filter(|t| t.status == TodoStatus::Completed)

@@ -16,6 +16,7 @@ use dsh_kernel::PluginError;
 use dsh_kernel::Scope;
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
+use serde::Serialize;
 
 pub use providers::DeepSeekConfig;
 pub use providers::ExaConfig;
@@ -28,7 +29,7 @@ pub use tool::section_text;
 
 /// `[plugins.web-search]`: selection, the tool's limits, and one table per provider (a
 /// provider is registered only when its table is present).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebSearchPluginConfig {
     /// The provider id to use (else `DSH_WEB_SEARCH_PROVIDER`, else the only usable one).
@@ -101,6 +102,16 @@ impl Plugin for WebSearchPlugin {
         let registry = ctx
             .service::<ToolRegistry>()
             .ok_or_else(|| PluginError::msg("no tool registry is installed"))?;
+        if let Ok(host) = dsh_plugin::HostServices::of(ctx) {
+            host.prompts.register_section(
+                ctx,
+                dsh_plugin::Section::new(
+                    SECTION.0,
+                    dsh_plugin::Slot::Tools,
+                    section_text(tool_config.search_max_queries, tool_config.fetch),
+                ),
+            );
+        }
         let definition =
             tool::definition(web, tool_config).map_err(|e| PluginError::msg(e.to_string()))?;
         registry
@@ -108,4 +119,8 @@ impl Plugin for WebSearchPlugin {
             .map_err(|e| PluginError::msg(e.to_string()))?;
         Ok(())
     }
+}
+
+impl dsh_plugin::HostPlugin for WebSearchPlugin {
+    const NAME: &'static str = "web-search";
 }

@@ -8,6 +8,7 @@ use reqwest::header::HeaderMap;
 use reqwest::header::HeaderName;
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
+use serde::Serialize;
 use serde_json::Value;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +44,16 @@ impl std::fmt::Debug for Secret {
         } else {
             "Secret(<unset>)"
         })
+    }
+}
+
+/// A key is never written out: `dsh config show` and friends see `<redacted>`.
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(_) => serializer.serialize_str("<redacted>"),
+            None => serializer.serialize_none(),
+        }
     }
 }
 
@@ -127,7 +138,7 @@ fn join(base: &str, path: &str) -> String {
 }
 
 /// `web-search-deepseek` settings (provider id `deepseek-official`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeepSeekConfig {
     pub api_key: Secret,
@@ -271,7 +282,7 @@ impl SearchProvider for DeepSeekSearch {
 }
 
 /// `web-search-exa` settings (provider id `exa`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExaConfig {
     pub api_key: Secret,
@@ -378,7 +389,7 @@ impl SearchProvider for ExaSearch {
 }
 
 /// `web-search-perplexity` settings (provider id `perplexity`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PerplexityConfig {
     pub api_key: Secret,

@@ -213,9 +213,17 @@ pub fn format_output(result: &SearchResult) -> String {
 }
 
 fn request_log(run: &ToolRun) -> Option<RequestLog> {
-    let sink = run.agent()?.scope().service::<dyn SessionEvents>()?;
+    if let Some(sink) = run.agent()?.scope().service::<dyn SessionEvents>() {
+        return Some(Arc::new(move |kind: &str, data: Value| {
+            sink.record(kind, data)
+        }));
+    }
+    // Under the host: the calling session's durable-event sink (log-only events).
+    let session = dsh_plugin::SessionContext::for_run(run, "web_search").ok()?;
     Some(Arc::new(move |kind: &str, data: Value| {
-        sink.record(kind, data)
+        if let Err(error) = session.record_raw(kind, data) {
+            tracing::warn!(%error, kind, "cannot log a web search side request");
+        }
     }))
 }
 

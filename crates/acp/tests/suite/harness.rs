@@ -25,8 +25,8 @@ use dsh_kernel::BoxFuture;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_session::CreateOptions;
+use dsh_session::JsonlStore;
 use dsh_session::SessionLog;
-use dsh_session::SessionStore;
 use dsh_tools::FileDiff;
 use dsh_tools::FileLocation;
 use dsh_tools::PreDecision;
@@ -47,7 +47,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct TestFactory {
     pub root: Scope,
-    pub store: SessionStore,
+    pub store: JsonlStore,
     pub adapter: Arc<ScriptedAdapter>,
     pub registry: Arc<ToolRegistry>,
     pub modes: std::sync::Mutex<Vec<String>>,
@@ -88,7 +88,7 @@ impl TestFactory {
         });
         Arc::new(Self {
             root,
-            store: SessionStore::new(home),
+            store: JsonlStore::new(home),
             adapter: ScriptedAdapter::new("scripted"),
             registry,
             modes: std::sync::Mutex::new(Vec::new()),

@@ -12,7 +12,7 @@ use dsh_agent::scripted::text_response;
 use dsh_agent::scripted::tool_call_response;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use dsh_tool_shell::JobToolsConfig;
 use dsh_tool_shell::JobsConfig;
 use dsh_tool_shell::JobsRuntime;
@@ -48,7 +48,7 @@ fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
     }
     Arc::new(TestFactory {
         root,
-        store: SessionStore::new(home),
+        store: JsonlStore::new(home),
         adapter: ScriptedAdapter::new("scripted"),
         registry,
         modes: std::sync::Mutex::new(Vec::new()),

@@ -20,7 +20,7 @@ use dsh_protocol::FinishReason;
 use dsh_protocol::Message;
 use dsh_protocol::StreamChunk;
 use dsh_session::CreateOptions;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -191,7 +191,7 @@ async fn item_15_a_burst_of_followups_runs_n_turns_in_one_running_interval() {
 #[tokio::test]
 async fn item_16_turn_numbering_continues_after_resume() {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     let id = {
         let log = store
             .create(CreateOptions {

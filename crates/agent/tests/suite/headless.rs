@@ -14,7 +14,7 @@ use dsh_protocol::LlmFailure;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_session::CreateOptions;
-use dsh_session::SessionStore;
+use dsh_session::JsonlStore;
 use pretty_assertions::assert_eq;
 
 use super::support::Options;
@@ -96,7 +96,7 @@ async fn a_tool_can_inject_context_for_the_next_request_without_waking() {
 #[tokio::test]
 async fn a_pending_injected_context_survives_resume_and_enters_the_next_turn() {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     {
         let log = store
             .create(CreateOptions {

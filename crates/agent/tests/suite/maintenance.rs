@@ -63,3 +63,47 @@ async fn cancel_fires_the_maintenance_token_and_when_idle_waits_for_release() {
     drop(guard);
     waiter.await.unwrap();
 }
+
+#[tokio::test]
+async fn pending_items_can_be_prepended_replaced_and_removed_durably() {
+    let rig = Rig::new();
+    let a = Message::user_text("a");
+    let b = Message::user_text("b");
+    let c = Message::user_text("c");
+    rig.agent.inject(a.clone()).unwrap();
+    rig.agent.prepend_next_step(b.clone()).unwrap();
+    assert_eq!(rig.agent.pending().1, vec![b.clone(), a.clone()]);
+    let replaced = rig.agent.remove_pending(&a.id, Some(c.clone())).unwrap();
+    assert_eq!(replaced, Some(a.clone()));
+    assert_eq!(rig.agent.pending().1, vec![b.clone(), c.clone()]);
+    assert_eq!(
+        rig.agent.remove_pending(&b.id, None).unwrap(),
+        Some(b.clone())
+    );
+    assert_eq!(rig.agent.remove_pending("missing", None).unwrap(), None);
+    assert_eq!(rig.agent.pending().1, vec![c.clone()]);
+    let splices = rig.of("agent/inbox/spliced");
+    assert_eq!(splices.len(), 4);
+    assert_eq!(splices[1].data["start"], 0);
+    assert_eq!(
+        splices[2].data,
+        serde_json::json!({"target": "next-step", "start": 1, "removedCount": 1,
+            "inserted": [serde_json::to_value(&c).unwrap()], "outcome": "canceled"})
+    );
+    assert_eq!(splices[3].data["outcome"], "canceled");
+    // A resumed inbox replays the same lists.
+    let log = dsh_session::SessionLog::from_seed(
+        rig.log().header().clone(),
+        rig.log()
+            .events()
+            .iter()
+            .map(|e| e.as_ref().clone())
+            .collect(),
+    )
+    .unwrap();
+    let resumed = Rig::with(super::support::Options {
+        log: Some(log),
+        ..Default::default()
+    });
+    assert_eq!(resumed.agent.pending().1, vec![c]);
+}

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use dsh_agent::PromptConfig;
 use dsh_agent::prompt::Section;
 use dsh_agent::prompt::SectionText;
+use dsh_agent::prompt::Slot;
 use dsh_agent::scripted::text_response;
 use dsh_protocol::Message;
 use pretty_assertions::assert_eq;
@@ -36,11 +37,11 @@ async fn item_53_sections_render_in_order_with_the_default_opener() {
     });
     let _ = rig.prompts.register_section(
         &rig.root,
-        Section::new("guide", 150.0, "Use the noop tool wisely."),
+        Section::new("guide", Slot::Tools, "Use the noop tool wisely."),
     );
     let _ = rig
         .prompts
-        .register_section(&rig.root, Section::new("empty", 50.0, ""));
+        .register_section(&rig.root, Section::new("empty", Slot::Policy, ""));
     rig.adapter.push_chunks(text_response("a"));
     rig.prompt("go").await;
     let expected = "You are an AI agent powered by DeepSeek Harness.\n\nYou are a test agent on mock.\n\nUse the noop tool wisely.";
@@ -54,9 +55,10 @@ async fn item_53_sections_render_in_order_with_the_default_opener() {
 #[tokio::test]
 async fn item_54_an_unknown_variable_fails_the_turn_before_any_request() {
     let rig = Rig::new();
-    let _ = rig
-        .prompts
-        .register_section(&rig.root, Section::new("bad", 10.0, "Hello {{nobody}}"));
+    let _ = rig.prompts.register_section(
+        &rig.root,
+        Section::new("bad", Slot::Tools, "Hello {{nobody}}"),
+    );
     rig.prompt("go").await;
     assert!(rig.adapter.requests().is_empty());
     assert!(rig.of("request/header").is_empty());
@@ -69,12 +71,13 @@ async fn item_54_an_unknown_variable_fails_the_turn_before_any_request() {
 #[tokio::test]
 async fn item_55_a_scoped_section_shadows_the_global_one_for_that_agent_only() {
     let rig = Rig::new();
-    let _ = rig
-        .prompts
-        .register_section(&rig.root, Section::new("guide", 10.0, "global guide"));
+    let _ = rig.prompts.register_section(
+        &rig.root,
+        Section::new("guide", Slot::Tools, "global guide"),
+    );
     let _ = rig.prompts.register_section(
         rig.agent.scope(),
-        Section::new("guide", 10.0, "scoped guide"),
+        Section::new("guide", Slot::Tools, "scoped guide"),
     );
     let other_log =
         dsh_session::SessionLog::in_memory(dsh_session::SessionHeader::new("other", None));
@@ -153,8 +156,8 @@ async fn item_57_runtime_context_snapshots_track_changes() {
     let source = policy.clone();
     let context = Section {
         name: "sandbox:policy".into(),
-        order: 1.0,
-        text: SectionText::Dynamic(Arc::new(move || source.lock().unwrap().clone())),
+        slot: Slot::Sandbox,
+        text: SectionText::Dynamic(Arc::new(move |_| source.lock().unwrap().clone())),
     };
     let rig = Rig::with(Options {
         prompt: PromptConfig {
@@ -207,5 +210,28 @@ async fn item_57_runtime_context_snapshots_track_changes() {
     assert_eq!(
         kinds[first_header - 2..first_header],
         ["user/message", "user/message"]
+    );
+}
+
+#[tokio::test]
+async fn a_complete_persona_is_the_whole_system_prompt() {
+    // context-spec checklist I102.
+    let rig = Rig::with(Options {
+        prompt: PromptConfig {
+            persona: "Only me, on {{model}}.".into(),
+            persona_complete: true,
+            sections: vec![Section::new("own", Slot::Tools, "agent section")],
+            ..Default::default()
+        },
+        ..Options::default()
+    });
+    let _ = rig
+        .prompts
+        .register_section(&rig.root, Section::new("guide", Slot::Tools, "registered"));
+    rig.adapter.push_chunks(text_response("a"));
+    rig.prompt("go").await;
+    assert_eq!(
+        rig.adapter.requests()[0].system.as_deref(),
+        Some("Only me, on mock.")
     );
 }

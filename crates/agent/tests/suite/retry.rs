@@ -9,6 +9,7 @@ use dsh_agent::AbortReason;
 use dsh_agent::PreStepDecision;
 use dsh_agent::Recovery;
 use dsh_agent::prompt::Section;
+use dsh_agent::prompt::Slot;
 use dsh_agent::scripted::error_response;
 use dsh_agent::scripted::text_response;
 use dsh_kernel::HookError;
@@ -111,9 +112,10 @@ async fn item_39_hook_and_render_failures_end_the_turn_without_request_error() {
         ..Options::default()
     });
     // 0: a section's variable is undefined → render error.
-    let bad = rig
-        .prompts
-        .register_section(&rig.root, Section::new("bad", 5.0, "{{persona_var}}"));
+    let bad = rig.prompts.register_section(
+        &rig.root,
+        Section::new("bad", Slot::Tools, "{{persona_var}}"),
+    );
     rig.prompt("render").await;
     bad.dispose();
     // 1: agent/request throws. 2: agent/pre-step throws.

@@ -605,8 +605,7 @@ async fn item_78_abandoned_and_late_calls_reject_with_the_exact_messages() {
     let runtime: Arc<dyn dsh_code::CodeRuntime> = Arc::new(Racer { seen: seen.clone() });
     root.provide::<dyn dsh_code::CodeRuntime>(runtime).unwrap();
     let log = Arc::new(EventLog::default());
-    root.provide::<dyn dsh_code::CodeDispatchLog>(log.clone())
-        .unwrap();
+    log.provide(&root);
     let tracker = Arc::new(Tracker::default());
     registry
         .register(&root, sleeper("slow", false, 5_000, tracker))

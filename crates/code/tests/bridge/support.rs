@@ -7,14 +7,11 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use dsh_code::CodeDispatchEvent;
-use dsh_code::CodeDispatchLog;
 use dsh_code::CodeMode;
 use dsh_code::CodeModeConfig;
 use dsh_code::CodeRuntime;
 use dsh_code::QuickJsConfig;
 use dsh_code::QuickJsRuntime;
-use dsh_kernel::BoxFuture;
 use dsh_kernel::Scope;
 use dsh_kernel::ScopeKind;
 use dsh_protocol::ContentBlock;
@@ -59,34 +56,40 @@ pub fn agent(parent: &Scope, name: &str) -> (Scope, Arc<dyn AgentHandle>) {
     (scope, handle)
 }
 
-#[derive(Default)]
-pub struct EventLog {
-    pub events: Mutex<Vec<CodeDispatchEvent>>,
+/// The session the runs record their sub-call events in.
+pub struct EventLog(pub Arc<dsh_plugin::SessionContext>);
+
+impl Default for EventLog {
+    fn default() -> Self {
+        let log = dsh_session::SessionLog::in_memory(dsh_session::SessionHeader::new("s", None));
+        Self(Arc::new(dsh_plugin::SessionContext::new(
+            log,
+            "/".into(),
+            None,
+            dsh_plugin::Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
+        )))
+    }
 }
 
 impl EventLog {
     pub fn data(&self) -> Vec<(String, Value)> {
-        self.events
-            .lock()
-            .unwrap()
+        self.0
+            .log()
+            .events()
             .iter()
-            .map(|e| (e.event_type().to_owned(), e.data()))
+            .map(|e| (e.kind.clone(), e.data.clone()))
             .collect()
     }
     pub fn ids(&self) -> Vec<(String, String)> {
-        self.events
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|e| (e.event_type().to_owned(), e.sub_call_id().to_owned()))
+        self.data()
+            .into_iter()
+            .map(|(kind, data)| (kind, data["subCallId"].as_str().unwrap().to_owned()))
             .collect()
     }
-}
 
-impl CodeDispatchLog for EventLog {
-    fn append(&self, event: CodeDispatchEvent) -> BoxFuture<'static, ()> {
-        self.events.lock().unwrap().push(event);
-        Box::pin(async {})
+    /// Makes the session visible to every agent under `root`.
+    pub fn provide(&self, root: &Scope) {
+        root.provide(self.0.clone()).unwrap();
     }
 }
 
@@ -106,7 +109,7 @@ pub fn env_with(mode: PresentationMode, config: CodeModeConfig, runtime: QuickJs
     let runtime: Arc<dyn CodeRuntime> = QuickJsRuntime::new(runtime).unwrap();
     root.provide::<dyn CodeRuntime>(runtime).unwrap();
     let log = Arc::new(EventLog::default());
-    root.provide::<dyn CodeDispatchLog>(log.clone()).unwrap();
+    log.provide(&root);
     let (scope, agent) = agent(&root, "main");
     Env {
         root,

@@ -1,11 +1,11 @@
 //! The DeepSeek chat-completions adapter (spec §3.6): route `deepseek-official`, always
 //! streaming, `POST {base}/chat/completions`.
 
-mod body;
+pub(crate) mod body;
 mod http_error;
-mod images;
+pub(crate) mod images;
 mod sse;
-mod stream;
+pub(crate) mod stream;
 mod translate;
 mod user_id;
 
@@ -71,7 +71,7 @@ impl ModelEntry {
         }
     }
 
-    fn accepts_images(&self) -> bool {
+    pub(crate) fn accepts_images(&self) -> bool {
         self.input_modalities.iter().any(|m| m == "image")
     }
 }
@@ -319,6 +319,7 @@ impl DeepSeekAdapter {
             body,
             idle_timeout: self.config.idle_timeout,
             secret: key,
+            label: "DeepSeek API",
         })
     }
 

@@ -37,6 +37,8 @@ pub(crate) struct Attempt {
     pub(crate) idle_timeout: Duration,
     /// The API key, only to scrub it from any text that leaves the adapter.
     pub(crate) secret: String,
+    /// How failure messages name the service (`DeepSeek API`).
+    pub(crate) label: &'static str,
 }
 
 /// A stream holding exactly one chunk: the finish for a failure found before any I/O.
@@ -143,7 +145,7 @@ impl State {
                     Some(Ok(bytes)) => self.parser.feed(&bytes),
                     Some(Err(error)) => {
                         tracing::warn!(base_url = %self.attempt.base_url, %error, "DeepSeek stream read failed");
-                        let message = format!("DeepSeek API stream from {} failed", self.attempt.base_url);
+                        let message = format!("{} stream from {} failed", self.attempt.label, self.attempt.base_url);
                         return Err(self.error(LlmFailure::new(codes::TRANSPORT, message)));
                     }
                     None => {
@@ -176,7 +178,10 @@ impl State {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(base_url = %self.attempt.base_url, %error, "DeepSeek request failed");
-                let message = format!("DeepSeek API request to {} failed", self.attempt.base_url);
+                let message = format!(
+                    "{} request to {} failed",
+                    self.attempt.label, self.attempt.base_url
+                );
                 return Err(self.error(LlmFailure::new(codes::TRANSPORT, message)));
             }
         };
@@ -185,7 +190,7 @@ impl State {
             if status.as_u16() == 204 || status.as_u16() == 205 {
                 let failure = LlmFailure::new(
                     codes::EMPTY_RESPONSE,
-                    "DeepSeek API returned no response body",
+                    format!("{} returned no response body", self.attempt.label),
                 );
                 return Err(self.error(failure));
             }

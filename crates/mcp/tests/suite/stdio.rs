@@ -68,7 +68,14 @@ async fn lists_tools_calls_echo_and_maps_the_image() {
     let stored = store.0.lock().unwrap().clone();
     assert_eq!(stored.len(), 1);
     let (attachment, bytes) = &stored[0];
-    let id = format!("sha256:{:x}", sha2::Sha256::digest(bytes));
+    let digest = sha2::Sha256::digest(bytes);
+    let id = format!(
+        "sha256:{}",
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
     assert_eq!(attachment.attachment_id, id);
     assert_eq!(
         image.content,

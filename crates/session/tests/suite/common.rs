@@ -6,8 +6,8 @@ use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_protocol::StreamChunk;
+use dsh_session::JsonlStore;
 use dsh_session::SessionLog;
-use dsh_session::SessionStore;
 use dsh_session::SurfaceIntent;
 use dsh_session::data::AssistantChunk;
 use dsh_session::data::AssistantMessage;
@@ -20,9 +20,9 @@ use dsh_session::data::TurnEndReason;
 use dsh_session::data::TurnStart;
 use dsh_session::data::UserMessage;
 
-pub fn store() -> (tempfile::TempDir, SessionStore) {
+pub fn store() -> (tempfile::TempDir, JsonlStore) {
     let home = tempfile::tempdir().unwrap();
-    let store = SessionStore::new(home.path());
+    let store = JsonlStore::new(home.path());
     (home, store)
 }
 

@@ -4,8 +4,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use dsh_session::CreateOptions;
+use dsh_session::JsonlStore;
 use dsh_session::SessionError;
-use dsh_session::SessionStore;
 use dsh_session::data::TurnStart;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -176,7 +176,7 @@ fn an_unwritable_home_is_a_clear_error() {
     let file = dir.path().join("file.txt");
     std::fs::write(&file, "not a directory").unwrap();
     // Tests run as root, where permission bits are ignored; a path under a file fails anyway.
-    let store = SessionStore::new(file.join("sub"));
+    let store = JsonlStore::new(file.join("sub"));
     let err = store
         .create(CreateOptions {
             id: Some("s".into()),

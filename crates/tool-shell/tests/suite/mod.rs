@@ -1,5 +1,6 @@
 mod background;
 mod escalation;
+mod escapes;
 mod foreground;
 mod recorded;
 mod registry;

@@ -1,8 +1,9 @@
 //! The confining executor under real bubblewrap: per-mode write confinement, denial markers,
 //! fail-closed runner failures, and kills that leave no survivor.
 //!
-//! Workspaces live under Cargo's target tmp dir, not `/tmp`, because `/tmp` is writable under
-//! `workspace-write` and "outside the workspace" must really be outside every writable root.
+//! Every confined command gets a private `/tmp`, so a workspace may live anywhere; a place
+//! "outside the workspace" that the command can see (read-only) must be outside the temp
+//! areas: `/var/tmp`, or Cargo's target tmp dir.
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -23,17 +24,24 @@ use super::support::context;
 
 pub const HINT: &str = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
 
-/// A directory outside `/tmp` and the OS temp dir.
+/// A directory outside `/tmp` and the OS temp dir, so that a confined command sees it.
 pub fn outside_tmp() -> tempfile::TempDir {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let real = std::fs::canonicalize(dir.path()).unwrap();
     let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
-    assert!(
-        !real.starts_with("/tmp") && !real.starts_with(&tmp),
-        "the target dir must not be under /tmp for these tests: {}",
-        real.display()
-    );
-    dir
+    let visible = |dir: &Path| {
+        std::fs::canonicalize(dir)
+            .is_ok_and(|real| !real.starts_with("/tmp") && !real.starts_with(&tmp))
+    };
+    for base in [
+        Path::new("/var/tmp"),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    ] {
+        if visible(base)
+            && let Ok(dir) = tempfile::tempdir_in(base)
+        {
+            return dir;
+        }
+    }
+    panic!("no writable folder outside the temp areas (/var/tmp, the target tmp dir) on this host");
 }
 
 /// Fails loudly (no silent skip) when this host cannot run bubblewrap sandboxes.
@@ -124,17 +132,13 @@ async fn workspace_write_allows_workspace_and_tmp() {
         std::fs::read_to_string(ws.path().join("sub/f")).unwrap(),
         "inside\n"
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let in_tmp = tmp.path().join("t.txt");
+    // `/tmp` is writable, but private to the command.
+    let in_tmp = format!("/tmp/dsh-ww-{}.txt", std::process::id());
     assert_eq!(
-        text(
-            &ctx,
-            &format!("echo temp > {p} && cat {p}", p = in_tmp.display())
-        )
-        .await,
+        text(&ctx, &format!("echo temp > {in_tmp} && cat {in_tmp}")).await,
         "temp\n"
     );
-    assert!(in_tmp.exists());
+    assert!(!Path::new(&in_tmp).exists());
     // Reads outside are never confined.
     assert_eq!(
         text(&ctx, "head -c 4 /etc/hostname >/dev/null && echo read").await,
@@ -155,13 +159,13 @@ async fn read_only_denies_everything_but_dev_null() {
         "{out}"
     );
     assert!(!ws.path().join("inside.txt").exists());
-    let tmp = tempfile::tempdir().unwrap();
-    let out = text(&ctx, &format!("touch {}/t", tmp.path().display())).await;
+    let elsewhere = outside_tmp();
+    let out = text(&ctx, &format!("touch {}/t", elsewhere.path().display())).await;
     assert!(
         out.contains("[sandbox: file access denied under read-only mode]"),
         "{out}"
     );
-    assert!(!tmp.path().join("t").exists());
+    assert!(!elsewhere.path().join("t").exists());
 }
 
 #[tokio::test]
@@ -245,7 +249,7 @@ async fn runner_that_fails_setup_fails_closed() {
 }
 
 /// Host pids of every process whose command line mentions `marker`.
-fn pids_with(marker: &str) -> Vec<u32> {
+pub fn pids_with(marker: &str) -> Vec<u32> {
     let mine = std::process::id();
     std::fs::read_dir("/proc")
         .unwrap()
@@ -260,7 +264,7 @@ fn pids_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
-async fn wait_for_pids(marker: &str, at_least: usize) -> Vec<u32> {
+pub async fn wait_for_pids(marker: &str, at_least: usize) -> Vec<u32> {
     for _ in 0..200 {
         let pids = pids_with(marker);
         if pids.len() >= at_least {

@@ -18,8 +18,8 @@ use dsh_agent::PromptConfig;
 use dsh_agent::scripted::ScriptedAdapter;
 use dsh_kernel::Scope;
 use dsh_session::CreateOptions;
+use dsh_session::JsonlStore;
 use dsh_session::SessionLog;
-use dsh_session::SessionStore;
 use dsh_session::SessionSummary;
 use dsh_tool_fs::FilePolicy;
 use dsh_tool_fs::FsContext;
@@ -41,7 +41,7 @@ pub const T0: u64 = 1_767_225_600_000;
 
 pub struct TestFactory {
     pub root: Scope,
-    pub store: SessionStore,
+    pub store: JsonlStore,
     pub adapter: Arc<ScriptedAdapter>,
     pub registry: Arc<ToolRegistry>,
     pub workspace: PathBuf,
@@ -94,7 +94,7 @@ impl TestFactory {
         });
         Arc::new(Self {
             root,
-            store: SessionStore::new(dir.join("home")),
+            store: JsonlStore::new(dir.join("home")),
             adapter: ScriptedAdapter::new("scripted"),
             registry,
             workspace,

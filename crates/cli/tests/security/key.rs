@@ -1,0 +1,120 @@
+//! Key leaks 5 and 6: the provider key never reaches the model, the session log or a child.
+
+use serde_json::json;
+
+use super::support::Call;
+use super::support::Case;
+use super::support::User;
+use super::support::bash;
+use super::support::exec;
+
+const KEY: &str = "sk-replay-secret-key-0123456789";
+
+fn tool(tool: &'static str, args: serde_json::Value) -> Call {
+    Call { tool, args }
+}
+
+/// Every file below `dir`, concatenated.
+fn all_text(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                text.push_str(&all_text(&path));
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                text.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_tool_result_carries_the_key() {
+    for user in User::all() {
+        for mode in ["read-only", "workspace-write", "danger-full-access"] {
+            let case = Case::new(user);
+            let (out, results) = exec(
+                &case,
+                mode,
+                &[
+                    tool("read", json!({"file_path": "/proc/self/environ"})),
+                    tool("grep", json!({"pattern": "DEEPSEEK", "path": "/proc/self/environ"})),
+                    tool("grep", json!({"pattern": "DEEPSEEK", "path": "/proc/self/task"})),
+                    tool("read", json!({"file_path": "/proc/thread-self/environ"})),
+                    // From bash: the guard's (or the sandbox's) parent is dsh.
+                    bash(
+                        "P=$(cut -d' ' -f4 /proc/$PPID/stat); tr '\\0' '\\n' < /proc/$P/environ 2>&1 | grep -i deepseek; env | grep -ci deepseek_api; echo probed",
+                    ),
+                ],
+            )
+            .await;
+            assert!(
+                out.status.success(),
+                "{user:?} {mode}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(results.len(), 5, "{user:?} {mode}: {results:?}");
+            for (index, result) in results.iter().enumerate() {
+                assert!(
+                    !result.contains(KEY),
+                    "{user:?} {mode} call {index}: {result}"
+                );
+            }
+            for result in &results[..4] {
+                assert!(
+                    result.contains("is refused in every mode"),
+                    "{user:?} {mode}: {result}"
+                );
+            }
+            assert!(results[4].contains("probed"), "{results:?}");
+            if mode == "danger-full-access" {
+                // Unconfined, bash can read dsh's environment: the result is redacted.
+                assert!(
+                    results[4].contains("DEEPSEEK_API_KEY=[redacted secret]"),
+                    "{user:?}: {}",
+                    results[4]
+                );
+            }
+            let stored = all_text(&case.home_path().join("sessions"));
+            assert!(!stored.is_empty());
+            assert!(
+                !stored.contains(KEY),
+                "{user:?} {mode}: the key is in the session log"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_commands_never_see_the_key() {
+    for user in User::all() {
+        let case = Case::new(user);
+        let dump = case.ws().join("hook-env.txt");
+        let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "bash", "hooks": [
+            {"type": "command", "command": format!("env > {}", dump.display())}
+        ]}]}});
+        case.write_ws("hooks.json", &hooks.to_string());
+        case.write_home(
+            "config.toml",
+            &format!(
+                "[plugins.session-title]\nenabled = false\n\n[plugins.hooks-claude-code]\nconfig_path = \"{}\"\n",
+                case.ws().join("hooks.json").display()
+            ),
+        );
+        let (out, results) = exec(&case, "workspace-write", &[bash("echo ran")]).await;
+        assert!(
+            out.status.success(),
+            "{user:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(results[0].contains("ran"), "{results:?}");
+        let env = std::fs::read_to_string(&dump).expect("the hook ran");
+        assert!(env.contains("PATH="), "{env}");
+        assert!(
+            !env.contains(KEY) && !env.contains("DEEPSEEK_API_KEY"),
+            "{user:?}: {env}"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! The sandbox, the trust rule and the key, attacked through the real `dsh` binary by a
+//! scripted model, as root and as an unprivileged user (issue #11). Each test reproduces one
+//! way out that existed; see `docs/security.md` for what each mode promises.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod escapes;
+mod faults;
+mod key;
+mod support;
+mod trust;

@@ -1,0 +1,3 @@
+//! Crate-level tests of compaction: the real agent loop and session log, only the model scripted.
+
+mod suite;

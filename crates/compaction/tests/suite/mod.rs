@@ -1,0 +1,6 @@
+mod long_session;
+mod manual;
+mod resume;
+mod support;
+mod transaction;
+mod triggers;

@@ -1,0 +1,131 @@
+//! The host's model adapter: a stable route whose inner adapter is rebuilt from `[model]` on a
+//! reload, and a late-bound image resolver that reads through the attachments plugin's store
+//! as it is at request time.
+
+use std::sync::Arc;
+use std::sync::RwLock;
+
+use dsh_kernel::Scope;
+use dsh_llm::AttachmentResolver;
+use dsh_llm::ChunkStream;
+use dsh_llm::ImageData;
+use dsh_llm::LlmError;
+use dsh_llm::ModelAdapter;
+use dsh_llm::ModelEntry;
+use dsh_llm::ModelInfo;
+use dsh_llm::ModelRequest;
+use dsh_llm::ProviderSettings;
+use dsh_llm::RetryPolicy;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::Modality;
+use crate::core::ModelSettings;
+
+/// Routes every call to the adapter built from the current `[model]` table.
+pub struct RoutedAdapter {
+    provider: String,
+    current: RwLock<Arc<dyn ModelAdapter>>,
+}
+
+impl std::fmt::Debug for RoutedAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoutedAdapter")
+            .field("provider", &self.provider)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoutedAdapter {
+    pub fn new(inner: Arc<dyn ModelAdapter>) -> Self {
+        Self {
+            provider: inner.provider().to_owned(),
+            current: RwLock::new(inner),
+        }
+    }
+
+    fn current(&self) -> Arc<dyn ModelAdapter> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Swaps the inner adapter; requests already streaming keep the old one.
+    pub fn replace(&self, inner: Arc<dyn ModelAdapter>) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = inner;
+    }
+}
+
+impl ModelAdapter for RoutedAdapter {
+    fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ChunkStream {
+        self.current().stream(request, cancel)
+    }
+
+    fn model_info(&self, model: &str) -> Option<ModelInfo> {
+        self.current().model_info(model)
+    }
+
+    fn retry_policy(&self) -> RetryPolicy {
+        self.current().retry_policy()
+    }
+}
+
+/// Loads images through whatever `dyn AttachmentResolver` the root provides when asked.
+struct LateResolver(Scope);
+
+impl AttachmentResolver for LateResolver {
+    fn load(&self, attachment: &Value) -> Result<ImageData, String> {
+        self.0
+            .service::<dyn AttachmentResolver>()
+            .ok_or_else(|| "no attachment store is mounted".to_owned())?
+            .load(attachment)
+    }
+}
+
+/// Builds the adapter `[model]` names, reading keys from the process environment.
+pub fn build(settings: &ModelSettings, root: &Scope) -> Result<Arc<dyn ModelAdapter>, LlmError> {
+    let models = settings
+        .catalog
+        .iter()
+        .map(|entry| ModelEntry {
+            id: entry.id.clone(),
+            name: entry.name.clone(),
+            context_window: entry.context_window,
+            max_tokens: entry.max_tokens,
+            input_modalities: entry
+                .input
+                .iter()
+                .map(|m| match m {
+                    Modality::Text => "text".to_owned(),
+                    Modality::Image => "image".to_owned(),
+                })
+                .collect(),
+        })
+        .collect();
+    let provider = ProviderSettings {
+        base_url: settings.base_url.clone(),
+        api_key_env: settings.api_key_env.clone(),
+        reasoning_effort: settings.reasoning_effort.map(|e| e.as_str().to_owned()),
+        models,
+        attachments: Some(Arc::new(LateResolver(root.clone()))),
+    };
+    let env = |name: &str| {
+        let value = std::env::var(name).ok();
+        // The key never reaches a child process or a tool result (see `dsh-secrets`).
+        if name.contains("KEY")
+            && let Some(key) = value.as_deref().filter(|key| !key.trim().is_empty())
+        {
+            dsh_secrets::register_secret(key.to_owned());
+        }
+        value
+    };
+    dsh_llm::build_adapter(&settings.provider, provider, &env)
+}

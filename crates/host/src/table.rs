@@ -1,0 +1,36 @@
+//! The plugin table: every built-in capability, one line each, in mount order. A plugin's
+//! services are visible to the plugins below it; `HostPlugin::USES` re-applies dependents.
+//! Adding a capability is one crate plus one line here.
+
+use dsh_plugin::PluginSpec;
+
+use crate::permissions::ApprovalPlugin;
+use crate::permissions::SandboxPlugin;
+
+/// The built-in plugins, in mount order.
+pub fn builtin_plugins() -> Vec<PluginSpec> {
+    vec![
+        PluginSpec::of::<SandboxPlugin>(),
+        PluginSpec::of::<ApprovalPlugin>(),
+        PluginSpec::of::<dsh_attachments::AttachmentsPlugin>(),
+        PluginSpec::of::<dsh_spill::SpillPlugin>(),
+        PluginSpec::of::<dsh_titles::FallbackTitlePlugin>(),
+        PluginSpec::of::<dsh_titles::LlmTitlePlugin>(),
+        PluginSpec::of::<dsh_tool_web::WebPlugin>(),
+        PluginSpec::of::<dsh_tool_todo::TodoPlugin>(),
+        PluginSpec::of::<dsh_tool_skill::SkillPlugin>(),
+        PluginSpec::of::<dsh_hooks::HooksPlugin<dsh_hooks::ClaudeCode>>(),
+        PluginSpec::of::<dsh_hooks::HooksPlugin<dsh_hooks::Codex>>(),
+        PluginSpec::of::<dsh_code::CodePlugin>(),
+        PluginSpec::of::<dsh_tool_shell::JobsPlugin>(),
+        PluginSpec::of::<dsh_tool_shell::BashPlugin>(),
+        PluginSpec::of::<dsh_tool_fs::FsPlugin>(),
+        PluginSpec::of::<dsh_mcp::McpPlugin>(),
+        PluginSpec::of::<dsh_terminal::TerminalPlugin>(),
+        PluginSpec::of::<dsh_terminal::PersistentBashPlugin>(),
+        PluginSpec::of::<dsh_web_search::WebSearchPlugin>(),
+        PluginSpec::of::<dsh_lsp::LspPlugin>(),
+        PluginSpec::of::<dsh_session_query::SessionQueryPlugin>(),
+        PluginSpec::of::<dsh_schedule::SchedulePlugin>(),
+    ]
+}

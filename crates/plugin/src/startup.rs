@@ -1,0 +1,84 @@
+//! Work a plugin starts in `apply` that the host waits for before the first session is used
+//! (MCP servers connecting). `apply` itself stays synchronous.
+
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use tokio::sync::watch;
+
+struct Task {
+    plugin: String,
+    done: watch::Receiver<Option<Result<(), String>>>,
+}
+
+/// The host's start-up tasks.
+#[derive(Default)]
+pub struct Startup {
+    tasks: Mutex<Vec<Task>>,
+}
+
+impl std::fmt::Debug for Startup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Startup").finish_non_exhaustive()
+    }
+}
+
+/// The completing side of one task.
+#[derive(Debug)]
+pub struct StartupTask(watch::Sender<Option<Result<(), String>>>);
+
+impl StartupTask {
+    /// Reports the task's outcome (an error fails the host's start, naming the plugin).
+    pub fn finish(self, outcome: Result<(), String>) {
+        self.0.send_replace(Some(outcome));
+    }
+}
+
+impl Drop for StartupTask {
+    fn drop(&mut self) {
+        // A task dropped unfinished (its plugin was disposed, its future cancelled) is done.
+        self.0.send_if_modified(|state| {
+            if state.is_none() {
+                *state = Some(Ok(()));
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+impl Startup {
+    /// Registers a task of `plugin`; the host waits until it finishes.
+    pub fn begin(&self, plugin: &str) -> StartupTask {
+        let (tx, rx) = watch::channel(None);
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Task {
+                plugin: plugin.to_owned(),
+                done: rx,
+            });
+        StartupTask(tx)
+    }
+
+    /// Waits for every task begun so far; the first failure is returned as
+    /// `(plugin, message)`. Finished tasks are forgotten.
+    pub async fn wait(&self) -> Result<(), (String, String)> {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut failure = None;
+        for mut task in tasks {
+            let outcome = match task.done.wait_for(Option::is_some).await {
+                Ok(outcome) => outcome.clone().unwrap_or(Ok(())),
+                Err(_) => Ok(()),
+            };
+            if let Err(message) = outcome {
+                failure.get_or_insert((task.plugin, message));
+            }
+        }
+        match failure {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+}

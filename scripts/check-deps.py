@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Dependency hygiene of the workspace, run by .ci/run.
+
+1. Layering: the crate table of docs/architecture.md lists every crate; a crate may depend
+   (normal and build dependencies) only on dsh crates listed above it.
+2. No unused dependency: every dependency a crate declares (normal, dev, build) is named in
+   its sources (src/, tests/, benches/, examples/, build.rs).
+3. No unused workspace dependency: every `[workspace.dependencies]` entry is used by a crate.
+
+Exits 1 with one line per problem.
+"""
+
+import pathlib
+import re
+import sys
+import tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROW = re.compile(r"^\| `crates/([^`]+)` \| `([^`]+)` \|")
+
+# Dependencies a crate needs without naming them in code: features or links only.
+NOT_NAMED = {
+    # (crate package, dependency): why
+}
+
+
+def table_order():
+    ranks = {}
+    for line in (ROOT / "docs/architecture.md").read_text().splitlines():
+        match = ROW.match(line)
+        if match:
+            ranks[match.group(2)] = len(ranks)
+    return ranks
+
+
+def sources(crate_dir):
+    files = []
+    for sub in ("src", "tests", "benches", "examples"):
+        files.extend((crate_dir / sub).rglob("*.rs"))
+    build = crate_dir / "build.rs"
+    if build.exists():
+        files.append(build)
+    return "\n".join(path.read_text(errors="replace") for path in files)
+
+
+def declared(manifest, section):
+    table = manifest.get(section, {})
+    out = {}
+    for name, spec in table.items():
+        package = spec.get("package", name) if isinstance(spec, dict) else name
+        out[name] = package
+    return out
+
+
+def main():
+    problems = []
+    ranks = table_order()
+    workspace = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    used_anywhere = set()
+    crates = sorted(p.parent for p in (ROOT / "crates").glob("*/Cargo.toml"))
+    for crate_dir in crates:
+        manifest = tomllib.loads((crate_dir / "Cargo.toml").read_text())
+        package = manifest["package"]["name"]
+        if package not in ranks:
+            problems.append(
+                f"{package}: not in the crate table of docs/architecture.md"
+            )
+            continue
+        text = sources(crate_dir)
+        for section in ("dependencies", "build-dependencies", "dev-dependencies"):
+            for name, dep_package in declared(manifest, section).items():
+                used_anywhere.add(name)
+                if section != "dev-dependencies" and dep_package.startswith("dsh-"):
+                    if dep_package not in ranks:
+                        problems.append(f"{package}: depends on {dep_package}, which is not in the table")
+                    elif ranks[dep_package] >= ranks[package]:
+                        problems.append(
+                            f"{package}: depends upward on {dep_package} (listed below it in docs/architecture.md)"
+                        )
+                ident = name.replace("-", "_")
+                if (package, name) in NOT_NAMED:
+                    continue
+                if not re.search(rf"\b{re.escape(ident)}\b", text):
+                    problems.append(f"{package}: [{section}] {name} is never used")
+    for name, spec in workspace.get("workspace", {}).get("dependencies", {}).items():
+        # Our own crates are declared here so members can name them; one may wait for users.
+        if isinstance(spec, dict) and "path" in spec:
+            continue
+        if name not in used_anywhere:
+            problems.append(f"workspace: [workspace.dependencies] {name} is used by no crate")
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
