@@ -77,6 +77,8 @@ impl Default for BridgeConfig {
 struct State {
     closed: bool,
     terminal_output: bool,
+    /// `clientCapabilities.elicitation.form` at `initialize`: questions go out as forms.
+    elicitation_form: bool,
     /// Whether `initialize` advertised image prompts on this connection.
     images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
@@ -155,9 +157,15 @@ impl Bridge {
             self.factory.prompt_images().as_deref(),
             self.factory.image_input(None),
         );
+        let elicitation_form = request
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some());
         {
             let mut state = lock(&self.state);
             state.terminal_output = terminal;
+            state.elicitation_form = elicitation_form;
             state.images_advertised = images;
         }
         let capabilities = AgentCapabilities::new()
@@ -205,8 +213,12 @@ impl Bridge {
             })
             .await
             .map_err(crate::error::FactoryError::into_rpc)?;
-        let terminal = lock(&self.state).terminal_output;
+        let (terminal, elicitation) = {
+            let state = lock(&self.state);
+            (state.terminal_output, state.elicitation_form)
+        };
         let agent = parts.agent.clone();
+        crate::questions::offer(&agent, connection.clone(), elicitation);
         let session = Session::attach(
             session_id.clone(),
             request.cwd,
@@ -285,8 +297,12 @@ impl Bridge {
                 cwd.to_string_lossy()
             )));
         }
-        let terminal = lock(&self.state).terminal_output;
+        let (terminal, elicitation) = {
+            let state = lock(&self.state);
+            (state.terminal_output, state.elicitation_form)
+        };
         let agent = parts.agent.clone();
+        crate::questions::offer(&agent, connection.clone(), elicitation);
         let images = self.factory.prompt_images();
         let session = Session::attach(id, cwd, parts, connection, terminal, true, images)
             .map_err(|error| abandon(agent, &error))?;

@@ -225,10 +225,16 @@ impl Session {
                 Ok(())
             }));
         }
-        let approval: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
+        let client: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
             id.clone(),
             agent.scope().id(),
             connection,
+        ));
+        // The client answers; the approval service audits and applies the policy first, so
+        // under `never` the client is never asked.
+        let approval: Arc<dyn ApprovalService> = Arc::new(dsh_approval::UserApproval::new(
+            Some(client),
+            agent.scope().service::<dyn dsh_approval::PolicySource>(),
         ));
         registrations.push(
             agent

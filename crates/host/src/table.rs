@@ -12,6 +12,8 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
     vec![
         PluginSpec::of::<SandboxPlugin>(),
         PluginSpec::of::<ApprovalPlugin>(),
+        PluginSpec::of::<dsh_approval::UserApprovalPlugin>(),
+        PluginSpec::of::<dsh_tool_ask_user::UserQuestionsPlugin>(),
         PluginSpec::of::<dsh_attachments::AttachmentsPlugin>(),
         PluginSpec::of::<dsh_spill::SpillPlugin>(),
         PluginSpec::of::<dsh_titles::FallbackTitlePlugin>(),
@@ -32,5 +34,10 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_lsp::LspPlugin>(),
         PluginSpec::of::<dsh_session_query::SessionQueryPlugin>(),
         PluginSpec::of::<dsh_schedule::SchedulePlugin>(),
+        PluginSpec::of::<dsh_guard::TimeoutPlugin>(),
+        PluginSpec::of::<dsh_guard::RepeatPlugin>(),
+        PluginSpec::of::<dsh_tool_ask_user::AskUserPlugin>(),
+        PluginSpec::of::<dsh_plan_mode::PlanModePlugin>(),
+        PluginSpec::of::<dsh_goal::GoalPlugin>(),
     ]
 }

@@ -18,7 +18,6 @@ use dsh_kernel::Plugin;
 use dsh_kernel::PluginError;
 use dsh_kernel::Scope;
 use dsh_session::JsonlStore;
-use dsh_session::SessionStore as _;
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
 use serde::Serialize;

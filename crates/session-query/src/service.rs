@@ -11,7 +11,6 @@ use std::sync::PoisonError;
 
 use dsh_session::Event;
 use dsh_session::JsonlStore;
-use dsh_session::SessionStore as _;
 use dsh_session::WeakSessionLog;
 use rusqlite::Connection;
 use rusqlite::params;

@@ -10,7 +10,6 @@ use dsh_protocol::Message;
 use dsh_session::CreateOptions;
 use dsh_session::JsonlStore;
 use dsh_session::SessionLog;
-use dsh_session::SessionStore as _;
 use dsh_session::SurfaceIntent;
 use dsh_session_query::SessionQuery;
 use dsh_session_query::SessionQueryPlugin;

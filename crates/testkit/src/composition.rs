@@ -64,6 +64,16 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             "[plugins.hooks-codex]\nconfig_path = \"codex-hooks.json\"\n\n",
         ));
     }
+    if files.iter().any(|file| file.contains("/goal.")) {
+        // The goal overlay mounts the goal domain, its tools and the round driver.
+        toml.push_str("[plugins.goal]\nenabled = true\n\n");
+    }
+    if files
+        .iter()
+        .any(|file| file.contains("ask-user") || file.contains("user-question"))
+    {
+        toml.push_str("[plugins.ask-user]\nenabled = true\n\n");
+    }
     if uses("/session-title.cordis.yml") {
         // The overlay's LLM title provider capped the title reply at 32 output tokens.
         toml.push_str("[plugins.session-title]\nmax_tokens = 32\n\n");

@@ -3,5 +3,6 @@ mod client;
 mod harness;
 mod images;
 mod live_output;
+mod questions;
 mod snapshots;
 mod wire;
