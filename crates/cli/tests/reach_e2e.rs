@@ -192,7 +192,13 @@ async fn a_later_session_finds_an_earlier_one_and_exports_it() {
         .output()
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-    let first_id = listed.split('\t').next().unwrap().trim().to_owned();
+    // A header line, then one row per session; the id is the first column.
+    let first_id = listed
+        .lines()
+        .nth(1)
+        .and_then(|row| row.split_whitespace().next())
+        .unwrap()
+        .to_owned();
 
     let task = "what did we plan";
     let second = scenario(

@@ -22,9 +22,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "workflow",
     "ralph",
     "dynamic-packages",
-    "workspace-instructions",
-    "compaction",
-    "test-fixture",
     "pwsh",
     "product-subagent",
 ];
