@@ -82,11 +82,12 @@ impl Plugin for McpPlugin {
     }
 
     fn apply(&self, ctx: &Scope, config: McpSettings) -> Result<(), PluginError> {
-        if config.servers.is_empty() {
-            return Ok(());
-        }
         for server in &config.servers {
             server.validate().map_err(PluginError::other)?;
+        }
+        // Disabled rows alone mount nothing: no connection task, no prompt section.
+        if !config.servers.iter().any(|server| server.enabled) {
+            return Ok(());
         }
         let host = HostServices::of(ctx)?;
         let options = options(ctx, &host);
