@@ -29,9 +29,9 @@ use crate::translate::Position;
 
 /// `tool:lsp`, order 112 (exact).
 pub const SECTION: (&str, u32) = ("tool:lsp", 112);
-pub const SECTION_TEXT: &str = "Use search/read for ordinary navigation. Use lsp when textual matches are ambiguous or before a change requires precise definitions, implementations, or references. Positions are one-based line and character (UTF-16) at the cursor; an off-symbol position may return no results. findReferences always includes the declaration.";
+pub const SECTION_TEXT: &str = "Plain text search and reading are enough to find your way around most code. Reach for lsp when a name matches in too many places, or when a change depends on exactly where something is defined, implemented or used. Give the cursor as a one-based line and a one-based UTF-16 character; a cursor that is not on a symbol can come back empty. findReferences lists the declaration among the references.";
 
-const DESCRIPTION: &str = "Query a language server for precise code navigation. operation is one of goToDefinition, findReferences, goToImplementation, hover. line and character are one-based UTF-16 cursor coordinates. findReferences includes the declaration.";
+const DESCRIPTION: &str = "Ask the workspace's language server about the symbol under a cursor. operation picks goToDefinition, findReferences, goToImplementation or hover; line and character place the cursor, both one-based, the character counted in UTF-16 units. findReferences also returns the declaration.";
 
 /// Where a call's session workspace comes from (the session header's cwd).
 pub type WorkspaceResolver = Arc<dyn Fn(&ToolRun) -> Option<PathBuf> + Send + Sync>;

@@ -52,9 +52,9 @@ fn system_clock() -> Clock {
     Arc::new(|| jiff::Timestamp::now().as_millisecond())
 }
 
-const CREATE_DESCRIPTION: &str = "Create one reminder in the current session. Supply a non-empty prompt and exactly one selector: a positive safe-integer after_seconds delay, at as a strict offset date-time or local date/time object, or safe-integer every_seconds of at least 300. Fixed-rate reminders stay creation-aligned, skip missed occurrences, and batch one latest occurrence per overdue rule. Delivery is session-local: the reminder runs on time only while this session is live and otherwise becomes overdue until the session is resumed.";
-const LIST_DESCRIPTION: &str = "List every active reminder in the current session in creation order, including its exact id, UTC target, scheduled or overdue state, and session-local delivery mode.";
-const DELETE_DESCRIPTION: &str = "Delete one active reminder in the current session by the exact id returned by schedule_create or schedule_list. Unknown or already-finished ids return deleted false.";
+const CREATE_DESCRIPTION: &str = "Set a reminder for this session. Give a non-empty prompt and exactly one of: after_seconds (a positive whole number of seconds from now), at (an RFC 3339 date-time with an offset, or a local date and time in a named zone), or every_seconds (a whole number, 300 or more, for a repeating reminder). Repeats keep to the rhythm of their creation time; occurrences that were missed are skipped, and an overdue repeating reminder fires once for its latest occurrence. Reminders belong to this session: they fire on time while it is running, and one that falls due while it is not becomes overdue and fires when the session is resumed.";
+const LIST_DESCRIPTION: &str = "Show this session's pending reminders, oldest first: each with its id, its due time in UTC, whether it is still scheduled or already overdue, and how it is delivered.";
+const DELETE_DESCRIPTION: &str = "Cancel a pending reminder of this session, named by the id schedule_create or schedule_list gave you. An id that is unknown or already done yields deleted false.";
 
 fn persistence_uncertain(operation: &str, id: Option<&str>) -> Value {
     let mut value = json!({

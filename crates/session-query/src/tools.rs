@@ -26,7 +26,7 @@ use crate::service::SessionRecord;
 
 /// `tool:session-query`, order 113 (exact).
 pub const SECTION: (&str, u32) = ("tool:session-query", 113);
-pub const SECTION_TEXT: &str = "Use session_search to find relevant work from prior sessions, or session_event_search to search earlier events in one session. Search results are cursor-free and workspace-scoped. Follow a useful hit with session_trace, session_event_trace, or session_event_read when you need lineage, relationships, or exact data.";
+pub const SECTION_TEXT: &str = "Earlier work in this workspace can be recalled: session_search looks across past sessions, session_event_search looks inside one session. Results cover this workspace only and come in one page, without cursors. From a promising hit, session_trace shows a session's family, session_event_trace how an event relates to others, and session_event_read the event in full.";
 
 const CAP_LINE: &str =
     "Result cap reached. Narrow the query or add filters to find additional matches.";

@@ -191,7 +191,7 @@ impl PersistentBash {
             .validated_parameters(json!({
                 "type": "object",
                 "properties": {
-                    "command": {"type": "string", "description": "The bash command to run. Relative path is preferred in the command."}
+                    "command": {"type": "string", "description": "The command line for bash; prefer paths relative to the current folder."}
                 },
                 "required": ["command"]
             }))

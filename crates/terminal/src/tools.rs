@@ -37,18 +37,17 @@ use crate::service::TerminalService;
 
 /// `tool:pty`, order 106 (exact).
 pub const SECTION: (&str, u32) = ("tool:pty", 106);
-pub const SECTION_TEXT: &str = "Use a terminal session only when work needs persistent terminal state or interactive stdin; prefer shell/read/write/edit for bounded one-shot operations. Track every terminal session id and close sessions that no longer matter. An inferred_idle or timeout result does not prove the foreground command exited.";
+pub const SECTION_TEXT: &str = "Terminals are for work that has to keep state between calls or answer interactive input; a single bounded command is better served by the shell and file tools. Keep the ids you open and close each terminal once you are done with it. A send that ends in inferred_idle or timeout only means output went quiet: the command in the foreground may still be running.";
 
-const OPEN_DESCRIPTION: &str = "Create a persistent, owner-isolated terminal session from a registered backend type. Use this for shell or REPL state that must survive across tool calls.";
-const SEND_DESCRIPTION: &str = "Send text to a persistent terminal. By default Enter is submitted and the call waits for a prompt, stdin wait, output silence, timeout, or session exit.";
-const SEND_BACKGROUND_SUFFIX: &str = " Background mode returns a job id for job_output/job_kill.";
+const OPEN_DESCRIPTION: &str = "Start a terminal that lives across tool calls and belongs to you alone, using one of the registered backend types. Choose it when a shell or REPL has to remember state between calls.";
+const SEND_DESCRIPTION: &str = "Type text into one of your terminals. Unless told otherwise it presses Enter and returns when the prompt comes back, input is awaited, output stays quiet, the time limit passes or the terminal exits.";
+const SEND_BACKGROUND_SUFFIX: &str = " With background set it returns at once with a job id to follow through job_output or job_kill.";
 const READ_DESCRIPTION: &str =
-    "Read a bounded page of retained output from a persistent terminal without sending input.";
-const SIGNAL_DESCRIPTION: &str =
-    "Send an allowed signal to the current foreground process group of a persistent terminal.";
+    "Page through the output a terminal has kept, without typing anything into it.";
+const SIGNAL_DESCRIPTION: &str = "Deliver one of the permitted signals to whatever process group runs in the foreground of a terminal.";
 const CLOSE_DESCRIPTION: &str =
-    "Close one persistent terminal and wait until its captured owned process tree is gone.";
-const LIST_DESCRIPTION: &str = "List persistent terminal sessions owned by the current agent.";
+    "Shut a terminal down; returns once every process it started has exited.";
+const LIST_DESCRIPTION: &str = "Show the terminals this agent has open.";
 
 /// The marker every over-long result ends with.
 pub const TRUNCATED: &str = "\n[output truncated]";
@@ -114,7 +113,7 @@ fn object_output() -> Value {
 }
 
 fn session_id_param() -> Value {
-    json!({"type": "string", "description": "The terminal session id returned by terminal_open."})
+    json!({"type": "string", "description": "Id of the terminal, as terminal_open gave it."})
 }
 
 impl TerminalTools {
@@ -140,9 +139,9 @@ impl TerminalTools {
             .validated_parameters(json!({
                 "type": "object",
                 "properties": {
-                    "type": {"type": "string", "description": "Registered terminal backend type, usually \"shell\"."},
-                    "name": {"type": "string", "description": "Optional unique name for this session."},
-                    "cwd": {"type": "string", "description": "Defaults to the deployment workspace root."}
+                    "type": {"type": "string", "description": "Which registered backend to start; normally \"shell\"."},
+                    "name": {"type": "string", "description": "A name of your choosing; must not clash with another open terminal."},
+                    "cwd": {"type": "string", "description": "Starting folder; the workspace root when left out."}
                 },
                 "required": ["type"]
             }))
@@ -410,8 +409,8 @@ impl TerminalTools {
                 "type": "object",
                 "properties": {
                     "sessionId": session_id_param(),
-                    "offset": {"type": "number", "description": "Newest-relative line offset (default 0)."},
-                    "count": {"type": "number", "description": "Requested line count (default 500; backend caps apply)."}
+                    "offset": {"type": "number", "description": "How many lines back from the newest to start (default 0)."},
+                    "count": {"type": "number", "description": "How many lines to return (default 500; the backend may return fewer)."}
                 },
                 "required": ["sessionId"]
             }))
@@ -475,7 +474,7 @@ impl TerminalTools {
                     "signal": {
                         "type": "string",
                         "enum": ["SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP"],
-                        "description": "Shell-targeted SIGKILL is rejected; use terminal_close."
+                        "description": "SIGKILL aimed at the shell itself is refused; close the terminal with terminal_close instead."
                     }
                 },
                 "required": ["sessionId", "signal"]

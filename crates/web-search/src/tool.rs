@@ -77,15 +77,15 @@ pub const SECTION: (&str, u32) = ("tool:web_search", 110);
 /// The section text (exact) for `queries` and whether `web_fetch` is offered.
 pub fn section_text(max_queries: usize, fetch: bool) -> String {
     let head = format!(
-        "Use the web_search tool to discover current information on the web. The required queries array accepts 1\u{2013}{max_queries} non-empty search queries; use a one-item array for a single search. It returns an optional answer plus a list of source URLs."
+        "When you need facts that may be newer than your training, call web_search. Put 1\u{2013}{max_queries} non-empty queries in its queries array (a single search is a one-element array); you get back the source URLs and, sometimes, a short answer."
     );
     if fetch {
         format!(
-            "{head} Follow up with web_fetch when you need the full content of a specific result, and cite the relevant URLs as markdown links."
+            "{head} To read a result in full, pass its URL to web_fetch. Cite the pages you rely on as markdown links."
         )
     } else {
         format!(
-            "{head} Use the returned source snippets when available, and cite the relevant URLs as markdown links."
+            "{head} Work from the snippets the sources come with, and cite the pages you rely on as markdown links."
         )
     }
 }
@@ -273,7 +273,7 @@ pub fn definition(
     let q = config.search_max_queries;
     Tool::builder("web_search")
         .description(format!(
-            "Search the web for current information. Provide 1\u{2013}{q} queries in the required queries array. Returns an optional summary answer and a list of source URLs."
+            "Look things up on the web. queries (required) holds 1\u{2013}{q} search strings; the result lists source URLs and may include a short answer."
         ))
         .validated_parameters(json!({
             "type": "object",
@@ -281,7 +281,7 @@ pub fn definition(
                 "queries": {
                     "type": "array",
                     "items": {"type": "string"},
-                    "description": format!("Required search queries; accepts 1\u{2013}{q} items and merges their results.")
+                    "description": format!("The searches to run, 1\u{2013}{q} of them; their results are merged.")
                 }
             },
             "required": ["queries"]
