@@ -43,6 +43,10 @@ pub(crate) struct ClientSide {
     /// `file://` URIs answered to `roots/list` (the capability is declared when non-empty).
     pub(crate) roots: Vec<String>,
     pub(crate) progress: Arc<ProgressRoutes>,
+    /// Who answers `elicitation/create` (the capability is declared when present).
+    pub(crate) questions: Option<Arc<dsh_user_questions::UserQuestions>>,
+    /// The server's name, shown with its questions.
+    pub(crate) server: String,
 }
 
 /// Receives server notifications and requests: `tools/list_changed`, progress, `roots/list`.
@@ -108,6 +112,36 @@ impl ClientHandler for Handler {
                 params.total,
                 params.message.as_deref(),
             ));
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let decline = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline);
+        let Some(questions) = self.side.questions.as_deref() else {
+            return Ok(decline);
+        };
+        match request {
+            rmcp::model::ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+                Ok(crate::elicit::ask_form(
+                    questions,
+                    &self.side.server,
+                    &message,
+                    &schema,
+                    context.ct.clone(),
+                )
+                .await)
+            }
+            // URL mode is never declared; a server that sends it (or a later mode) is declined.
+            _ => Ok(decline),
         }
     }
 
@@ -210,6 +244,12 @@ pub(crate) async fn connect(
     let mut capabilities = ClientCapabilities::default();
     if !side.roots.is_empty() {
         capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
+    }
+    if side.questions.is_some() {
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::new()),
+        );
     }
     let handler = Handler {
         info: ClientConfig::new(

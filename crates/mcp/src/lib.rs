@@ -14,6 +14,7 @@
 
 mod config;
 mod connection;
+mod elicit;
 mod error;
 mod list;
 mod naming;

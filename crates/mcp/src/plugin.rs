@@ -40,6 +40,7 @@ pub fn options(scope: &Scope, host: &HostServices) -> McpOptions {
         startup_budget: None,
         // Configured servers serve every session: the launch folder is their root.
         roots: vec![host.info.launch_cwd.clone()],
+        questions: dsh_user_questions::UserQuestions::for_scope(scope),
     }
 }
 

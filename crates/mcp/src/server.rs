@@ -38,6 +38,8 @@ pub struct McpOptions {
     pub startup_budget: Option<Duration>,
     /// The workspace folders answered to a server's `roots/list` (declared only when given).
     pub roots: Vec<std::path::PathBuf>,
+    /// Where servers' elicitation requests are asked (`None`: the capability is not declared).
+    pub questions: Option<Arc<dsh_user_questions::UserQuestions>>,
 }
 
 /// The default start-up budget.
@@ -224,6 +226,7 @@ impl McpServer {
             prompts: Vec::new(),
             last_error: None,
         };
+        let server_name = config.name.clone();
         let shared = Arc::new(Shared {
             name: config.name.clone(),
             config,
@@ -238,6 +241,8 @@ impl McpServer {
                     .map(|p| format!("file://{}", p.display()))
                     .collect(),
                 progress: Arc::default(),
+                questions: options.questions.clone(),
+                server: server_name,
             },
             status: watch::Sender::new(status),
             live: Mutex::new(None),

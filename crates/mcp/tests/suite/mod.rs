@@ -1,4 +1,5 @@
 mod checklist_gaps;
+mod elicitation;
 mod http;
 mod protocol;
 mod stdio;

@@ -89,6 +89,7 @@ pub fn options_with_images(store: Arc<MemoryStore>) -> McpOptions {
         }),
         startup_budget: None,
         roots: Vec::new(),
+        questions: None,
     }
 }
 
