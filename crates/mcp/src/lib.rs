@@ -12,6 +12,7 @@
 //! tools, approval.
 //! Must not depend on: the host, a front-end, any `dsh-tool-*` crate.
 
+mod commands;
 mod config;
 mod connection;
 mod elicit;
@@ -23,6 +24,8 @@ mod render;
 mod server;
 mod tool;
 
+pub use commands::prompt_arguments;
+pub use commands::register_prompt_commands;
 pub use config::DEFAULT_TIMEOUT_MS;
 pub use config::McpServerConfig;
 pub use config::ReconnectConfig;

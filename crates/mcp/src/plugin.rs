@@ -101,6 +101,13 @@ impl Plugin for McpPlugin {
                 .await
                 .map_err(|e| format!("cannot start the configured MCP servers: {e}"))
                 .and_then(|servers| {
+                    // Each server's prompts become slash commands once it is connected.
+                    if let Some(commands) = dsh_commands::CommandRegistry::of(&scope) {
+                        for server in &servers.servers {
+                            let task = crate::register_prompt_commands(&commands, server);
+                            server.scope().defer(move || task.abort());
+                        }
+                    }
                     // Front-ends find the servers here (resources for `@server:uri`, prompts).
                     scope
                         .provide(Arc::new(servers))
