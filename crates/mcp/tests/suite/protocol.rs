@@ -151,3 +151,55 @@ async fn progress_becomes_live_output_and_roots_are_the_workspace() {
     );
     server.dispose();
 }
+
+/// Two slow calls to one server overlap on its one connection: each call's progress lines
+/// interleave with the other's (sequential calls would give all of one call's lines first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_slow_calls_to_one_server_run_at_the_same_time() {
+    let Some(bin) = server_bin() else { return };
+    let h = Harness::new();
+    let server = McpServer::mount(
+        &h.root,
+        &h.registry,
+        stdio_config("everything", &bin),
+        &McpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let agent_scope = h.root.child(ScopeKind::Agent, "agent").unwrap();
+    let recorder = Arc::new(Recorder::default());
+    agent_scope
+        .provide::<dyn ToolOutputSink>(recorder.clone())
+        .unwrap();
+    let agent: Arc<dyn dsh_tools::AgentHandle> = Arc::new(Agent(agent_scope));
+    let call = |id: &str| {
+        dsh_tools::ToolCallInput::new(
+            id,
+            "mcp__everything__trigger-long-running-operation",
+            json!({"duration": 2, "steps": 4}),
+            dsh_tools::CancellationToken::new(),
+        )
+        .agent(agent.clone())
+    };
+    let (a, b) = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::join(h.registry.execute(call("a")), h.registry.execute(call("b"))),
+    )
+    .await
+    .unwrap();
+    assert!(!a.is_error && !b.is_error, "{} / {}", a.text(), b.text());
+    let order: Vec<String> = recorder
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    let last = |id: &str| order.iter().rposition(|o| o == id).unwrap();
+    let first = |id: &str| order.iter().position(|o| o == id).unwrap();
+    assert!(
+        first("b") < last("a") && first("a") < last("b"),
+        "the calls ran one after the other: {order:?}"
+    );
+    server.dispose();
+}
