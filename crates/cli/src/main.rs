@@ -171,6 +171,14 @@ enum SessionsCommand {
         /// The session id (or a unique prefix).
         id: String,
     },
+    /// Write a session's raw log and its descendants' logs as one ZIP archive.
+    Export {
+        /// The session id (or a unique prefix).
+        id: String,
+        /// Where to write the archive (default `<id>.zip`; `-` for stdout).
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -272,6 +280,9 @@ fn main() -> ExitCode {
         Some(Command::Sessions {
             command: SessionsCommand::Rm { id },
         }) => sessions::rm(&id),
+        Some(Command::Sessions {
+            command: SessionsCommand::Export { id, output },
+        }) => sessions::export(&id, output),
         Some(Command::Config {
             command: ConfigCommand::Show { cwd, json },
         }) => config_show(cwd, json),

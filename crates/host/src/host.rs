@@ -792,6 +792,17 @@ impl SessionHost {
             .ok_or_else(|| HostError::Invalid(format!("unknown mode: {name}")))?;
         let context = SessionContext::of(agent.scope())
             .ok_or_else(|| HostError::Invalid("the session has no permission state".into()))?;
+        // A terminal keeps the confinement it was opened with: the sandbox mode may not move
+        // under an agent's open (or opening) terminals.
+        if let Some(terminals) = agent.scope().service::<dsh_terminal::TerminalService>() {
+            terminals
+                .check_mode_switch(
+                    agent.id(),
+                    context.permissions().sandbox.as_str(),
+                    preset.permissions.sandbox.as_str(),
+                )
+                .map_err(|error| HostError::Invalid(error.message))?;
+        }
         self.inner
             .services
             .sessions

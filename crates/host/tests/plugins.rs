@@ -714,3 +714,43 @@ async fn context_plugin_values_are_checked_with_upstream_texts() {
         rig.host.shutdown();
     }
 }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preset_switch_is_refused_while_the_agent_has_a_terminal_open() {
+    let rig = Rig::new(plugin("terminal", json!({"enabled": true}))).await;
+    let sessions = rig.host.sessions();
+    let agent: Arc<dyn dsh_tools::AgentHandle> = Arc::new(rig.agent.clone());
+    let call = |name: &str, args: Value| {
+        dsh_tools::ToolCallInput::new("call", name, args, dsh_tools::CancellationToken::new())
+            .agent(agent.clone())
+    };
+    let opened = sessions
+        .registry()
+        .execute(call("terminal_open", json!({"type": "shell"})))
+        .await;
+    assert!(!opened.is_error, "{}", opened.text());
+    let refused = sessions
+        .set_preset(&rig.agent, "read-only")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("cannot change sandbox mode from \"workspace-write\" to \"read-only\" while persistent terminal sessions are open"),
+        "{refused}"
+    );
+    assert_eq!(
+        sessions.current_preset(&rig.agent).unwrap().name,
+        "workspace-write"
+    );
+    let id = opened.text();
+    let id = id
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|word| word.starts_with("pty-"))
+        .unwrap()
+        .to_owned();
+    let closed = sessions
+        .registry()
+        .execute(call("terminal_close", json!({"sessionId": id})))
+        .await;
+    assert!(!closed.is_error, "{}", closed.text());
+    sessions.set_preset(&rig.agent, "read-only").unwrap();
+    rig.host.shutdown();
+}

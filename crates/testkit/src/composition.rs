@@ -81,6 +81,41 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
         // The other compositions had no LLM title provider (and no title route to replay).
         toml.push_str("[plugins.session-title]\nenabled = false\n\n");
     }
+    // Issue #17 capabilities: an overlay (or a feature tag) that composes them.
+    let features: Vec<&str> = spec.features.iter().map(String::as_str).collect();
+    let overlay = |words: &[&str]| {
+        files
+            .iter()
+            .any(|file| words.iter().any(|word| file.contains(word)))
+    };
+    if features.contains(&"pty") || overlay(&["terminal", "pty"]) {
+        toml.push_str("[plugins.terminal]\nenabled = true\n\n");
+    }
+    if features.contains(&"session-query") || overlay(&["session-query"]) {
+        toml.push_str("[plugins.session-query]\nenabled = true\n\n[plugins.session-query.index]\nopen_at = \"startup\"\n\n");
+    }
+    if features.contains(&"lsp") || overlay(&["lsp"]) {
+        // The language servers `.ci/run` installs under tests/lsp-servers.
+        let bin = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/lsp-servers/node_modules/.bin/"
+        );
+        let _ = write!(
+            toml,
+            concat!(
+                "[plugins.lsp]\nenabled = true\n\n",
+                "[plugins.lsp.servers.typescript]\ncommand = {ts}\nargs = [\"--stdio\"]\n",
+                "extension_to_language = {{ \".ts\" = \"typescript\", \".tsx\" = \"typescriptreact\", \".js\" = \"javascript\", \".jsx\" = \"javascriptreact\" }}\n\n",
+                "[plugins.lsp.servers.python]\ncommand = {py}\nargs = [\"--stdio\"]\n",
+                "extension_to_language = {{ \".py\" = \"python\" }}\n\n",
+            ),
+            ts = quote(&format!("{bin}typescript-language-server")),
+            py = quote(&format!("{bin}pyright-langserver")),
+        );
+    }
+    if overlay(&["bash-persistent", "persistent-bash"]) {
+        toml.push_str("[plugins.bash-persistent]\nenabled = true\n\n");
+    }
     if uses("headless-agent/compaction.cordis.snapshot.yml") {
         // The keyless overflow composition: a 128 000-token catalog window, threshold 0.99,
         // 20 retained tokens, summaries capped at 32 tokens.
@@ -167,6 +202,33 @@ mod tests {
         assert!(toml.contains("glob_max_results = 4"));
         assert!(toml.contains("[tools]\nmode = \"code\""));
         assert!(toml.contains("[plugins.attachments]\nenabled = false"));
+    }
+
+    #[test]
+    fn issue_17_features_compose_their_plugins() {
+        let spec = spec(serde_json::json!({
+            "suite": "acp", "name": "lsp-hover", "features": ["lsp", "pty", "session-query"],
+            "upstream": {"config_files": ["examples/acp-agent/cordis.yml"]}
+        }));
+        let text = config_toml(&spec, Path::new("/h"));
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        let plugins = &parsed["plugins"];
+        assert_eq!(plugins["terminal"]["enabled"].as_bool(), Some(true));
+        assert_eq!(
+            plugins["session-query"]["index"]["open_at"].as_str(),
+            Some("startup")
+        );
+        let servers = &plugins["lsp"]["servers"];
+        assert!(
+            servers["typescript"]["command"]
+                .as_str()
+                .unwrap()
+                .ends_with("typescript-language-server")
+        );
+        assert_eq!(
+            servers["python"]["extension_to_language"][".py"].as_str(),
+            Some("python")
+        );
     }
 
     #[test]

@@ -17,14 +17,7 @@ use crate::{acp, headless, workspace};
 
 /// Scenario features `dsh` does not implement yet. A scenario needing any of them is skipped.
 /// This is the one place to edit as features land.
-pub const NOT_IMPLEMENTED: &[&str] = &[
-    "lsp",
-    "pty",
-    "session-query",
-    "dynamic-packages",
-    "pwsh",
-    "product-subagent",
-];
+pub const NOT_IMPLEMENTED: &[&str] = &["dynamic-packages", "pwsh", "product-subagent"];
 
 #[derive(Debug, Clone)]
 pub struct RunnerOptions {
