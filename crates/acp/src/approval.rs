@@ -11,8 +11,8 @@ use agent_client_protocol::v1::schema::PermissionOption;
 use agent_client_protocol::v1::schema::PermissionOptionKind;
 use agent_client_protocol::v1::schema::RequestPermissionOutcome;
 use agent_client_protocol::v1::schema::RequestPermissionRequest;
+use agent_client_protocol::v1::schema::ToolCallStatus;
 use agent_client_protocol::v1::schema::ToolCallUpdate;
-use agent_client_protocol::v1::schema::ToolCallUpdateFields;
 use dsh_kernel::BoxFuture;
 use dsh_kernel::ScopeId;
 use dsh_tools::ApprovalOutcome;
@@ -26,6 +26,16 @@ pub(crate) const ALLOW_ALWAYS: &str = "allow-always";
 pub(crate) const REJECT_ONCE: &str = "reject-once";
 pub(crate) const REJECT_ALWAYS: &str = "reject-always";
 
+/// The session's view of the calls its client was shown: what a permission request repeats,
+/// and the ordered channel for a shown call's status changes.
+pub(crate) trait ShownCalls: Send + Sync {
+    /// The full tool call (status `pending`) for a request, and whether the client was shown
+    /// that call (only then may its status change).
+    fn permission_call(&self, request: &ApprovalRequest) -> (ToolCallUpdate, bool);
+    /// Sends a status change of a shown call, after every update already queued.
+    fn set_status(&self, call_id: &str, status: ToolCallStatus);
+}
+
 /// Answers approval requests of one session's agent by asking the client.
 pub(crate) struct ClientApproval {
     session_id: String,
@@ -33,6 +43,7 @@ pub(crate) struct ClientApproval {
     /// (a same-id impostor included) never reach the client.
     owner: ScopeId,
     connection: ConnectionTo<Client>,
+    calls: Arc<dyn ShownCalls>,
     /// Tool name → remembered answer (`true` = always allow, `false` = always reject).
     remembered: Arc<Mutex<HashMap<String, bool>>>,
 }
@@ -42,17 +53,27 @@ impl ClientApproval {
         session_id: String,
         owner: ScopeId,
         connection: ConnectionTo<Client>,
+        calls: Arc<dyn ShownCalls>,
     ) -> Self {
         Self {
             session_id,
             owner,
             connection,
+            calls,
             remembered: Arc::default(),
         }
     }
 }
 
-fn options() -> Vec<PermissionOption> {
+/// The answers offered. A sandbox escalation is decided per call: remembering "always" for a
+/// tool would grant every later escalation of it unseen.
+fn options(escalation: bool) -> Vec<PermissionOption> {
+    if escalation {
+        return vec![
+            PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
+            PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
+        ];
+    }
     vec![
         PermissionOption::new(ALLOW_ONCE, "Allow once", PermissionOptionKind::AllowOnce),
         PermissionOption::new(
@@ -76,7 +97,12 @@ impl ApprovalService for ClientApproval {
         if request.call_id.is_empty() || request.agent.scope().id() != self.owner {
             return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
         }
-        let remembered = lock(&self.remembered).get(&request.tool_name).copied();
+        let escalation = crate::cards::escalation(request.reason.as_deref()).is_some();
+        let remembered = if escalation {
+            None
+        } else {
+            lock(&self.remembered).get(&request.tool_name).copied()
+        };
         if let Some(allow) = remembered {
             let outcome = if allow {
                 ApprovalOutcome::AllowedOnce
@@ -85,44 +111,67 @@ impl ApprovalService for ClientApproval {
             };
             return Box::pin(std::future::ready(outcome));
         }
-        let ask = RequestPermissionRequest::new(
-            self.session_id.clone(),
-            ToolCallUpdate::new(request.call_id.clone(), ToolCallUpdateFields::new()),
-            options(),
-        );
+        let (tool_call, shown) = self.calls.permission_call(&request);
+        if shown {
+            self.calls
+                .set_status(&request.call_id, ToolCallStatus::Pending);
+        }
+        let ask =
+            RequestPermissionRequest::new(self.session_id.clone(), tool_call, options(escalation));
         let sent = self.connection.send_request(ask);
         let memory = self.remembered.clone();
         let tool = request.tool_name;
         let signal = request.signal;
+        let calls = self.calls.clone();
+        let call_id = request.call_id;
         Box::pin(async move {
             let answer = tokio::select! {
                 answer = sent.block_task() => answer,
                 // Dropping the pending request tells the client to stop asking.
                 () = signal.cancelled() => return ApprovalOutcome::Cancelled,
             };
-            match answer {
-                Ok(response) => match response.outcome {
-                    RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
-                        ALLOW_ONCE => ApprovalOutcome::AllowedOnce,
-                        ALLOW_ALWAYS => {
-                            lock(&memory).insert(tool, true);
-                            ApprovalOutcome::AllowedOnce
-                        }
-                        REJECT_ALWAYS => {
-                            lock(&memory).insert(tool, false);
-                            ApprovalOutcome::Rejected
-                        }
-                        _ => ApprovalOutcome::Rejected,
-                    },
-                    RequestPermissionOutcome::Cancelled => ApprovalOutcome::Cancelled,
-                    // A future outcome this version cannot read is no grant.
-                    _ => ApprovalOutcome::Rejected,
-                },
-                Err(error) => {
-                    tracing::warn!(%error, "session/request_permission failed; no approval channel");
-                    ApprovalOutcome::Unavailable
-                }
+            let outcome = outcome_of(answer, &memory, tool, escalation);
+            // An allowed call runs now; any other outcome is reported by the call's result.
+            if shown && outcome == ApprovalOutcome::AllowedOnce {
+                calls.set_status(&call_id, ToolCallStatus::InProgress);
             }
+            outcome
         })
+    }
+}
+
+fn outcome_of(
+    answer: Result<
+        agent_client_protocol::v1::schema::RequestPermissionResponse,
+        agent_client_protocol::Error,
+    >,
+    memory: &Mutex<HashMap<String, bool>>,
+    tool: String,
+    escalation: bool,
+) -> ApprovalOutcome {
+    match answer {
+        Ok(response) => match response.outcome {
+            RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
+                ALLOW_ONCE => ApprovalOutcome::AllowedOnce,
+                // Only what was offered counts: an escalation offers no "always".
+                _ if escalation => ApprovalOutcome::Rejected,
+                ALLOW_ALWAYS => {
+                    lock(memory).insert(tool, true);
+                    ApprovalOutcome::AllowedOnce
+                }
+                REJECT_ALWAYS => {
+                    lock(memory).insert(tool, false);
+                    ApprovalOutcome::Rejected
+                }
+                _ => ApprovalOutcome::Rejected,
+            },
+            RequestPermissionOutcome::Cancelled => ApprovalOutcome::Cancelled,
+            // A future outcome this version cannot read is no grant.
+            _ => ApprovalOutcome::Rejected,
+        },
+        Err(error) => {
+            tracing::warn!(%error, "session/request_permission failed; no approval channel");
+            ApprovalOutcome::Unavailable
+        }
     }
 }

@@ -14,6 +14,10 @@ use agent_client_protocol::Error as RpcError;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::AgentCapabilities;
+use agent_client_protocol::v1::schema::AuthMethod;
+use agent_client_protocol::v1::schema::AuthMethodAgent;
+use agent_client_protocol::v1::schema::AuthenticateRequest;
+use agent_client_protocol::v1::schema::AuthenticateResponse;
 use agent_client_protocol::v1::schema::CancelNotification;
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::Implementation;
@@ -23,6 +27,7 @@ use agent_client_protocol::v1::schema::ListSessionsRequest;
 use agent_client_protocol::v1::schema::ListSessionsResponse;
 use agent_client_protocol::v1::schema::LoadSessionRequest;
 use agent_client_protocol::v1::schema::LoadSessionResponse;
+use agent_client_protocol::v1::schema::McpCapabilities;
 use agent_client_protocol::v1::schema::NewSessionRequest;
 use agent_client_protocol::v1::schema::NewSessionResponse;
 use agent_client_protocol::v1::schema::PromptCapabilities;
@@ -36,8 +41,10 @@ use agent_client_protocol::v1::schema::SessionModeState;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::SetSessionModeRequest;
 use agent_client_protocol::v1::schema::SetSessionModeResponse;
+use agent_client_protocol::v1::schema::StopReason;
 use dsh_agent::AbortReason;
 use dsh_agent::AgentError;
+use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use tokio_util::sync::CancellationToken;
@@ -64,11 +71,11 @@ pub struct BridgeConfig {
 }
 
 impl Default for BridgeConfig {
-    /// The reference bridge's identity, which recorded clients expect.
+    /// The reference bridge's name, with this build's version.
     fn default() -> Self {
         Self {
             agent_name: "deepseek-harness-acp".into(),
-            agent_version: "0.0.1".into(),
+            agent_version: env!("CARGO_PKG_VERSION").into(),
         }
     }
 }
@@ -79,6 +86,10 @@ struct State {
     terminal_output: bool,
     /// `clientCapabilities.elicitation.form` at `initialize`: questions go out as forms.
     elicitation_form: bool,
+    /// `clientCapabilities.fs`: the file tools read and write through the client.
+    fs: crate::client_fs::FsCapabilities,
+    /// `clientCapabilities.terminal`: the client runs terminals.
+    terminal: bool,
     /// Whether `initialize` advertised image prompts on this connection.
     images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
@@ -125,6 +136,16 @@ impl Bridge {
         }
     }
 
+    /// What this connection's client offered at `initialize`.
+    fn client_view(&self) -> crate::session::ClientView {
+        let state = lock(&self.state);
+        crate::session::ClientView {
+            terminal_output: state.terminal_output,
+            fs: state.fs,
+            terminal: state.terminal,
+        }
+    }
+
     fn ensure_open(&self) -> Result<(), RpcError> {
         if lock(&self.state).closed {
             Err(internal_error(texts::DISPOSED))
@@ -167,6 +188,11 @@ impl Bridge {
             state.terminal_output = terminal;
             state.elicitation_form = elicitation_form;
             state.images_advertised = images;
+            state.terminal = request.client_capabilities.terminal;
+            state.fs = crate::client_fs::FsCapabilities {
+                read: request.client_capabilities.fs.read_text_file,
+                write: request.client_capabilities.fs.write_text_file,
+            };
         }
         let capabilities = AgentCapabilities::new()
             .load_session(true)
@@ -176,22 +202,60 @@ impl Bridge {
                     .audio(false)
                     .embedded_context(false),
             )
-            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()));
+            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()))
+            .mcp_capabilities({
+                let transports = self.factory.mcp_transports();
+                McpCapabilities::new()
+                    .http(transports.http)
+                    .sse(transports.sse)
+            });
+        let auth_methods = self
+            .factory
+            .auth_methods()
+            .into_iter()
+            .map(|method| {
+                AuthMethod::Agent(
+                    AuthMethodAgent::new(method.id, method.name).description(method.description),
+                )
+            })
+            .collect();
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(capabilities)
+            .auth_methods(auth_methods)
             .agent_info(Implementation::new(
                 self.config.agent_name.clone(),
                 self.config.agent_version.clone(),
             ))
     }
 
+    /// `authenticate`: the advertised methods all come down to credentials the host reads, so
+    /// this succeeds exactly when they are usable now.
+    pub(crate) fn authenticate(
+        &self,
+        request: &AuthenticateRequest,
+    ) -> Result<AuthenticateResponse, RpcError> {
+        let id = request.method_id.0.to_string();
+        if !self.factory.auth_methods().iter().any(|m| m.id == id) {
+            return Err(invalid_params(format!(
+                "unknown authentication method: {id}"
+            )));
+        }
+        self.factory
+            .check_credentials()
+            .map_err(crate::error::FactoryError::into_rpc)?;
+        Ok(AuthenticateResponse::new())
+    }
+
     pub(crate) async fn new_session(
         &self,
         request: NewSessionRequest,
         connection: ConnectionTo<Client>,
-    ) -> Result<NewSessionResponse, RpcError> {
+    ) -> Result<(NewSessionResponse, Arc<Session>), RpcError> {
         self.ensure_open()?;
         check_cwd(&request.cwd)?;
+        self.factory
+            .check_credentials()
+            .map_err(crate::error::FactoryError::into_rpc)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
         }
@@ -213,10 +277,15 @@ impl Bridge {
             })
             .await
             .map_err(crate::error::FactoryError::into_rpc)?;
-        let (terminal, elicitation) = {
-            let state = lock(&self.state);
-            (state.terminal_output, state.elicitation_form)
-        };
+        let elicitation = lock(&self.state).elicitation_form;
+        // Persisted now, not at the first prompt: another process may load or list it.
+        if let Err(error) = parts.agent.log().persist() {
+            return Err(abandon(
+                parts.agent,
+                &format!("cannot persist the session: {error}"),
+            ));
+        }
+        let client = self.client_view();
         let agent = parts.agent.clone();
         crate::questions::offer(&agent, connection.clone(), elicitation);
         let session = Session::attach(
@@ -224,14 +293,14 @@ impl Bridge {
             request.cwd,
             parts,
             connection,
-            terminal,
+            client,
             false,
             self.factory.prompt_images(),
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
-        self.register(session)?;
-        Ok(NewSessionResponse::new(session_id).modes(modes))
+        self.register(session.clone())?;
+        Ok((NewSessionResponse::new(session_id).modes(modes), session))
     }
 
     /// Adds a session unless the bridge closed meanwhile (then its agent is disposed).
@@ -252,7 +321,7 @@ impl Bridge {
         &self,
         request: LoadSessionRequest,
         connection: ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, RpcError> {
+    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
         check_cwd(&request.cwd)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
@@ -282,7 +351,7 @@ impl Bridge {
         id: String,
         cwd: PathBuf,
         connection: ConnectionTo<Client>,
-    ) -> Result<LoadSessionResponse, RpcError> {
+    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
         let parts = self
             .factory
             .load(id.clone(), cwd.clone())
@@ -297,18 +366,16 @@ impl Bridge {
                 cwd.to_string_lossy()
             )));
         }
-        let (terminal, elicitation) = {
-            let state = lock(&self.state);
-            (state.terminal_output, state.elicitation_form)
-        };
+        let elicitation = lock(&self.state).elicitation_form;
+        let client = self.client_view();
         let agent = parts.agent.clone();
         crate::questions::offer(&agent, connection.clone(), elicitation);
         let images = self.factory.prompt_images();
-        let session = Session::attach(id, cwd, parts, connection, terminal, true, images)
+        let session = Session::attach(id, cwd, parts, connection, client, true, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
-        self.register(session)?;
-        Ok(LoadSessionResponse::new().modes(modes))
+        self.register(session.clone())?;
+        Ok((LoadSessionResponse::new().modes(modes), session))
     }
 
     pub(crate) async fn list_sessions(
@@ -418,7 +485,45 @@ impl Bridge {
             store: store.as_deref(),
             route: &route,
         };
-        let admitted = prompt::admit(&request.prompt, &images).and_then(|content| {
+        let content = match prompt::admit(&request.prompt, &images) {
+            Ok(content) => content,
+            Err(error) => {
+                *lock(&session.slot) = None;
+                return respond(Err(error));
+            }
+        };
+        if let Some(registry) = session.commands.clone()
+            && let Some(line) = prompt::command_line(&content)
+        {
+            // §12.3: a slash command runs instead of a model request.
+            let images = content
+                .into_iter()
+                .filter(|block| matches!(block, ContentBlock::Image { .. }))
+                .collect();
+            self.tasks.spawn(async move {
+                let outcome = registry
+                    .execute(&session.agent, &line, images, cancelled.clone())
+                    .await;
+                let text = match outcome {
+                    Ok(Some(executed)) => executed.result.display_text(),
+                    Ok(None) => Some(format!("Error: unknown command: {line}")),
+                    Err(dsh_commands::CommandError::Cancelled) => None,
+                    Err(error) => Some(format!("Error: command failed: {error}")),
+                };
+                if let Some(text) = text {
+                    session.send(crate::mapping::message_chunk(text));
+                }
+                *lock(&session.slot) = None;
+                let stop = if cancelled.is_cancelled() {
+                    StopReason::Cancelled
+                } else {
+                    StopReason::EndTurn
+                };
+                respond(Ok(PromptResponse::new(stop)));
+            });
+            return;
+        }
+        let admitted = Ok(content).and_then(|content| {
             let message = Message::user(content, MessageSource::user());
             let id = message.id.clone();
             let start = session.agent.log().len();

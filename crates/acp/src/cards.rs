@@ -66,25 +66,58 @@ pub(crate) fn text_content(blocks: &[ContentBlock]) -> Vec<ToolCallContent> {
         .collect()
 }
 
-fn diff_content(diffs: &[FileDiff]) -> Vec<ToolCallContent> {
+/// `path` as the protocol requires it ("All file paths in the protocol MUST be absolute"):
+/// a relative path is taken against the session cwd, and `.` / `..` are folded lexically (the
+/// file may not exist yet, so nothing is resolved on disk).
+pub(crate) fn absolute_path(path: &str, cwd: &Path) -> PathBuf {
+    use std::path::Component;
+    let joined = cwd.join(path);
+    let mut out = PathBuf::new();
+    for component in joined.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                // Never climbs above the root.
+                if out.parent().is_some() {
+                    out.pop();
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn diff_content(diffs: &[FileDiff], cwd: &Path) -> Vec<ToolCallContent> {
     diffs
         .iter()
         .map(|diff| {
             ToolCallContent::Diff(
-                Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
+                Diff::new(absolute_path(&diff.path, cwd), diff.new_text.clone())
+                    .old_text(diff.old_text.clone()),
             )
         })
         .collect()
 }
 
-fn acp_locations(locations: &[FileLocation]) -> Vec<ToolCallLocation> {
+fn acp_locations(locations: &[FileLocation], cwd: &Path) -> Vec<ToolCallLocation> {
     locations
         .iter()
         .map(|location| {
             let line = location.line.and_then(|line| u32::try_from(line).ok());
-            ToolCallLocation::new(location.path.clone()).line(line)
+            ToolCallLocation::new(absolute_path(&location.path, cwd)).line(line)
         })
         .collect()
+}
+
+/// `rawInput` is the arguments object the model sent. Arguments that were not JSON have no
+/// object to show and are left out (a string there makes schema-checking clients drop the
+/// whole call).
+fn raw_input(arguments: &Value) -> Option<Value> {
+    match arguments {
+        Value::String(_) => None,
+        other => Some(other.clone()),
+    }
 }
 
 /// Replaces each occurrence of `path` in `title` by its cwd-relative form when `path` is
@@ -123,19 +156,22 @@ fn meta(value: Value) -> Option<Meta> {
 }
 
 /// The `tool_call` for a pending card. Returns the call and whether it is a terminal card the
-/// client will track by id (so a terminal result may address it).
+/// client will track by id (so a terminal result may address it). `arguments` are the parsed
+/// arguments of the call (its `rawInput`).
 pub(crate) fn call_update(
     call_id: &str,
     card: &ToolCallView,
+    arguments: &Value,
     ctx: &RenderContext,
 ) -> (ToolCall, bool) {
+    let raw_input = raw_input(arguments);
     match card {
         ToolCallView::Generic {
             title,
             kind,
-            raw_input,
             content,
             locations,
+            ..
         } => {
             let first = locations
                 .as_ref()
@@ -145,9 +181,9 @@ pub(crate) fn call_update(
                 ToolCall::new(call_id.to_owned(), relativize_title(title, first, &ctx.cwd))
                     .kind(kind_of(*kind))
                     .status(ToolCallStatus::InProgress)
-                    .raw_input(raw_input.clone());
+                    .raw_input(raw_input);
             if let Some(locations) = locations {
-                call = call.locations(acp_locations(locations));
+                call = call.locations(acp_locations(locations, &ctx.cwd));
             }
             if let Some(content) = content {
                 call = call.content(text_content(content));
@@ -168,11 +204,12 @@ pub(crate) fn call_update(
             let mut call =
                 ToolCall::new(call_id.to_owned(), relativize_title(title, first, &ctx.cwd))
                     .kind(ToolKind::Edit)
-                    .status(ToolCallStatus::InProgress);
+                    .status(ToolCallStatus::InProgress)
+                    .raw_input(raw_input);
             if let Some(locations) = locations {
-                call = call.locations(acp_locations(locations));
+                call = call.locations(acp_locations(locations, &ctx.cwd));
             }
-            (call.content(diff_content(diffs)), false)
+            (call.content(diff_content(diffs, &ctx.cwd)), false)
         }
         ToolCallView::Terminal {
             title,
@@ -184,7 +221,7 @@ pub(crate) fn call_update(
             let mut call = ToolCall::new(call_id.to_owned(), title.clone())
                 .kind(ToolKind::Execute)
                 .status(ToolCallStatus::InProgress)
-                .raw_input(Value::String(title.clone()));
+                .raw_input(raw_input);
             if ctx.terminal_output {
                 content.push(ToolCallContent::Terminal(Terminal::new(call_id.to_owned())));
                 let cwd = terminal_cwd(cwd.as_deref(), &ctx.cwd);
@@ -272,7 +309,7 @@ pub(crate) fn result_update(
             let title = title.map(|t| relativize_title(&t, first, &ctx.cwd));
             ToolCallUpdate::new(
                 call_id.to_owned(),
-                fields.title(title).content(diff_content(&diffs)),
+                fields.title(title).content(diff_content(&diffs, &ctx.cwd)),
             )
         }
         Some(ToolResultView::Read { title, content, .. }) => {
@@ -282,6 +319,133 @@ pub(crate) fn result_update(
         // Search and web cards carry no text of their own: the raw content stands in.
         Some(ToolResultView::Search(_) | ToolResultView::Web(_)) => generic(None, None),
     }
+}
+
+/// The card of a call now running in a client terminal: its text blocks, then the terminal.
+pub(crate) fn terminal_attached(
+    call_id: &str,
+    shown: &ToolCall,
+    terminal_id: &str,
+) -> ToolCallUpdate {
+    let mut content: Vec<ToolCallContent> = shown
+        .content
+        .iter()
+        .filter(|block| !matches!(block, ToolCallContent::Terminal(_)))
+        .cloned()
+        .collect();
+    content.push(ToolCallContent::Terminal(Terminal::new(
+        terminal_id.to_owned(),
+    )));
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().content(content),
+    )
+}
+
+/// The completing update of a call that ran in a client terminal: status only, so the card
+/// keeps showing the terminal (which holds the output).
+pub(crate) fn client_terminal_result(call_id: &str, is_error: bool) -> ToolCallUpdate {
+    let status = if is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().status(status),
+    )
+}
+
+/// A sandbox escalation request, parsed from the approval reason the tools send
+/// (`escalate sandbox to <mode>: <justification>`).
+pub(crate) fn escalation(reason: Option<&str>) -> Option<(&str, &str)> {
+    let rest = reason?.strip_prefix("escalate sandbox to ")?;
+    Some(rest.split_once(": ").unwrap_or((rest, "")))
+}
+
+/// The sentence(s) a permission request shows: what exactly the user is asked to allow.
+pub(crate) fn ask_text(tool_name: &str, arguments: Option<&Value>, reason: Option<&str>) -> String {
+    let field = |name: &str| {
+        arguments
+            .and_then(|args| args.get(name))
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+    };
+    if let Some((mode, justification)) = escalation(reason) {
+        let what = if field("command").is_some() {
+            "command"
+        } else {
+            "operation"
+        };
+        let mut text = format!(
+            "Sandbox escalation: {tool_name} asks to run this {what} with \"{mode}\" access, wider than the session's sandbox."
+        );
+        if let Some(command) = field("command") {
+            text.push_str(&format!("\nCommand: {command}"));
+        }
+        if let Some(path) = field("file_path").or_else(|| field("path")) {
+            text.push_str(&format!("\nFile: {path}"));
+        }
+        if !justification.is_empty() {
+            text.push_str(&format!(
+                "\nJustification (from the model): {justification}"
+            ));
+        }
+        return text;
+    }
+    match reason.filter(|reason| !reason.trim().is_empty()) {
+        Some(reason) => format!("{tool_name} needs approval: {reason}"),
+        None => format!("{tool_name} needs approval to run."),
+    }
+}
+
+/// The full tool call of a `session/request_permission`: the card the client was shown (title,
+/// kind, `rawInput`, locations, its content minus any terminal) with status `pending`, led by
+/// a text block saying what is asked. A call the client never saw (a call made from inside
+/// `run_code`) is described from the request alone.
+pub(crate) fn permission_call(
+    call_id: &str,
+    shown: Option<(&ToolCall, &Value)>,
+    tool_name: &str,
+    reason: Option<&str>,
+) -> ToolCallUpdate {
+    let ask = text_block(ask_text(tool_name, shown.map(|(_, args)| args), reason));
+    let mut fields = ToolCallUpdateFields::new().status(ToolCallStatus::Pending);
+    match shown {
+        Some((call, _)) => {
+            let mut content = vec![ask];
+            content.extend(
+                call.content
+                    .iter()
+                    .filter(|block| !matches!(block, ToolCallContent::Terminal(_)))
+                    .cloned(),
+            );
+            fields = fields
+                .title(call.title.clone())
+                .kind(call.kind)
+                .content(content)
+                .raw_input(call.raw_input.clone());
+            if !call.locations.is_empty() {
+                fields = fields.locations(call.locations.clone());
+            }
+        }
+        None => {
+            fields = fields
+                .title(tool_name.to_owned())
+                .kind(ToolKind::Other)
+                .content(vec![ask]);
+        }
+    }
+    ToolCallUpdate::new(call_id.to_owned(), fields)
+}
+
+/// A status change of a call the client was shown (`pending` while asking, `in_progress` once
+/// allowed).
+pub(crate) fn status_update(call_id: &str, status: ToolCallStatus) -> ToolCallUpdate {
+    ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().status(status),
+    )
 }
 
 #[cfg(test)]
@@ -307,6 +471,51 @@ mod tests {
         assert_eq!(
             relativize_title("Read /wsx/a", Some("/wsx/a"), cwd),
             "Read /wsx/a"
+        );
+    }
+
+    #[test]
+    fn protocol_paths_are_absolute() {
+        let cwd = Path::new("/ws");
+        assert_eq!(
+            absolute_path("src/a.rs", cwd),
+            PathBuf::from("/ws/src/a.rs")
+        );
+        assert_eq!(absolute_path("./a/../b.rs", cwd), PathBuf::from("/ws/b.rs"));
+        assert_eq!(
+            absolute_path("/etc/hosts", cwd),
+            PathBuf::from("/etc/hosts")
+        );
+        assert_eq!(absolute_path("../../../x", cwd), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn escalation_asks_name_the_command_mode_and_justification() {
+        let args = json!({"command": "curl example.com", "sandbox_permissions": "danger-full-access", "justification": "needs network"});
+        let text = ask_text(
+            "bash",
+            Some(&args),
+            Some("escalate sandbox to danger-full-access: needs network"),
+        );
+        assert_eq!(
+            text,
+            "Sandbox escalation: bash asks to run this command with \"danger-full-access\" access, wider than the session's sandbox.\nCommand: curl example.com\nJustification (from the model): needs network"
+        );
+        assert_eq!(
+            ask_text(
+                "write",
+                None,
+                Some("escalate sandbox to workspace-write: fix: it")
+            ),
+            "Sandbox escalation: write asks to run this operation with \"workspace-write\" access, wider than the session's sandbox.\nJustification (from the model): fix: it"
+        );
+        assert_eq!(
+            ask_text("mcp__x__y", None, None),
+            "mcp__x__y needs approval to run."
+        );
+        assert_eq!(
+            ask_text("bash", None, Some("hook says ask")),
+            "bash needs approval: hook says ask"
         );
     }
 

@@ -28,6 +28,10 @@ pub enum FactoryError {
     /// The host failed (I/O, configuration): answered as an internal error.
     #[error("{0}")]
     Internal(String),
+    /// The agent has no usable model credentials: answered as `auth_required` (-32000), so
+    /// the client offers the advertised authentication methods.
+    #[error("{0}")]
+    AuthRequired(String),
 }
 
 impl FactoryError {
@@ -39,10 +43,15 @@ impl FactoryError {
         Self::Internal(detail.into())
     }
 
+    pub fn auth_required(detail: impl Into<String>) -> Self {
+        Self::AuthRequired(detail.into())
+    }
+
     pub(crate) fn into_rpc(self) -> RpcError {
         match self {
             Self::Invalid(detail) => invalid_params(detail),
             Self::Internal(detail) => internal_error(detail),
+            Self::AuthRequired(detail) => auth_required(detail),
         }
     }
 }
@@ -62,6 +71,18 @@ pub fn internal_error(detail: impl AsRef<str>) -> RpcError {
         format!("Internal error: {}", detail.as_ref()),
     )
 }
+
+/// ACP's `auth_required` (-32000): the client should authenticate (see `authMethods`).
+pub fn auth_required(detail: impl AsRef<str>) -> RpcError {
+    RpcError::new(
+        ErrorCode::AUTH_REQUIRED,
+        format!("Authentication required: {}", detail.as_ref()),
+    )
+}
+
+/// Failure codes of a model turn that mean "no usable credentials here". A provider's own
+/// refusal (HTTP 401, `AUTH`) stays `turn failed`, as the reference answers it.
+pub(crate) const CREDENTIAL_CODES: [&str; 2] = ["MISSING_CREDENTIAL", "INVALID_CREDENTIAL"];
 
 /// Exact detail texts of the admission and settlement errors (§1A).
 pub mod texts {

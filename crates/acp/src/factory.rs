@@ -62,6 +62,13 @@ impl std::fmt::Debug for SessionParts {
     }
 }
 
+/// Remote MCP transports a host accepts in `mcpServers`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct McpTransports {
+    pub http: bool,
+    pub sse: bool,
+}
+
 /// A stored session as `session/list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
@@ -70,6 +77,15 @@ pub struct StoredSession {
     pub title: Option<String>,
     /// Epoch milliseconds of the last activity (or creation), used for newest-first order.
     pub updated_at_ms: Option<u64>,
+}
+
+/// One way a user can give the agent model credentials, advertised in `authMethods`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthMethodInfo {
+    pub id: String,
+    pub name: String,
+    /// What the user does (for example which environment variable to set).
+    pub description: Option<String>,
 }
 
 /// How the host creates, resumes and lists sessions for the bridge.
@@ -98,6 +114,12 @@ pub trait SessionFactory: Send + Sync {
         false
     }
 
+    /// The remote MCP transports `create` accepts besides stdio, advertised as
+    /// `agentCapabilities.mcpCapabilities` (clients send only what is advertised).
+    fn mcp_transports(&self) -> McpTransports {
+        McpTransports::default()
+    }
+
     /// Where inline prompt images are stored; `None` (no attachment store mounted) means image
     /// prompts are never advertised.
     fn prompt_images(&self) -> Option<Arc<dyn PromptImageStore>> {
@@ -112,11 +134,29 @@ pub trait SessionFactory: Send + Sync {
         Ok(ImageInput::Unresolved)
     }
 
+    /// The authentication methods `initialize` advertises.
+    fn auth_methods(&self) -> Vec<AuthMethodInfo> {
+        Vec::new()
+    }
+
+    /// Whether the model can be reached with the credentials at hand now. A
+    /// [`FactoryError::AuthRequired`] makes `session/new` and `authenticate` answer
+    /// `auth_required`.
+    fn check_credentials(&self) -> Result<(), FactoryError> {
+        Ok(())
+    }
+
     /// Applies the approval preset `mode_id` to the agent's session.
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
         let _ = agent;
         Err(FactoryError::invalid(format!("unknown mode: {mode_id}")))
     }
+}
+
+fn last_write_ms(path: &std::path::Path) -> Option<u64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(since.as_millis()).ok()
 }
 
 /// `list` for hosts whose sessions live in a [`dsh_session::JsonlStore`]: every top-level
@@ -139,7 +179,8 @@ pub fn stored_sessions(
                 session_id: summary.id,
                 cwd: session_cwd,
                 title: summary.title,
-                updated_at_ms: Some(summary.created_at),
+                // The file's last write is the last activity; creation when unknown.
+                updated_at_ms: Some(last_write_ms(&summary.path).unwrap_or(summary.created_at)),
             })
         })
         .collect();

@@ -49,6 +49,8 @@ struct PendingCall {
     name: String,
     arguments: Value,
     terminal: bool,
+    /// The `tool_call` the client was sent (a permission request repeats it).
+    shown: agent_client_protocol::v1::schema::ToolCall,
 }
 
 /// Per-session renderer: remembers `callId → (name, parsed args, card kind)` until the result.
@@ -57,6 +59,8 @@ pub(crate) struct Presenter {
     tools: Option<Arc<ToolRegistry>>,
     scope: Option<Scope>,
     calls: HashMap<String, PendingCall>,
+    /// Calls running in a client terminal: their card shows it, and the result keeps it.
+    client_terminals: HashMap<String, String>,
     /// Where replayed user images are re-read from.
     images: Option<Arc<dyn PromptImageStore>>,
 }
@@ -72,6 +76,7 @@ impl Presenter {
             tools,
             scope,
             calls: HashMap::new(),
+            client_terminals: HashMap::new(),
             images: None,
         }
     }
@@ -111,6 +116,33 @@ impl Presenter {
     /// whether its card is a client-side terminal.
     pub(crate) fn pending_terminal(&self, call_id: &str) -> Option<bool> {
         self.calls.get(call_id).map(|call| call.terminal)
+    }
+
+    /// The call the client was shown for `call_id` and its arguments, while it has no result.
+    pub(crate) fn shown_call(
+        &self,
+        call_id: &str,
+    ) -> Option<(&agent_client_protocol::v1::schema::ToolCall, &Value)> {
+        self.calls
+            .get(call_id)
+            .map(|call| (&call.shown, &call.arguments))
+    }
+
+    /// Puts a client terminal on a shown call's card; the update to send, `None` when the call
+    /// is not (or no longer) shown.
+    pub(crate) fn attach_terminal(
+        &mut self,
+        call_id: &str,
+        terminal_id: &str,
+    ) -> Option<agent_client_protocol::v1::schema::ToolCallUpdate> {
+        let call = self.calls.get(call_id)?;
+        self.client_terminals
+            .insert(call_id.to_owned(), terminal_id.to_owned());
+        Some(crate::cards::terminal_attached(
+            call_id,
+            &call.shown,
+            terminal_id,
+        ))
     }
 
     /// The updates one committed event produces. `replay` adds the user's own messages, which a
@@ -194,13 +226,14 @@ impl Presenter {
         let arguments = parse_arguments(&call.arguments);
         let definition = self.definition(&call.name);
         let card = dsh_tools::call_card(definition.as_deref(), &call.name, &arguments);
-        let (update, terminal) = call_update(&call.call_id, &card, &self.ctx);
+        let (update, terminal) = call_update(&call.call_id, &card, &arguments, &self.ctx);
         self.calls.insert(
             call.call_id,
             PendingCall {
                 name: call.name,
                 arguments,
                 terminal,
+                shown: update.clone(),
             },
         );
         SessionUpdate::ToolCall(update)
@@ -218,6 +251,12 @@ impl Presenter {
             let definition = self.definition(&pending.name);
             dsh_tools::result_card(definition.as_deref(), &pending.arguments, &view)
         });
+        if self.client_terminals.remove(&call_id).is_some() {
+            // The card shows the client's terminal; a content here would replace it.
+            return Some(SessionUpdate::ToolCallUpdate(
+                crate::cards::client_terminal_result(&call_id, view.is_error),
+            ));
+        }
         let terminal = pending.as_ref().is_some_and(|p| p.terminal);
         let update = result_update(
             &call_id,

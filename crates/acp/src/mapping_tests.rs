@@ -206,3 +206,247 @@ fn arguments_that_do_not_parse_stay_raw() {
     assert_eq!(parse_arguments("{oops"), json!("{oops"));
     assert_eq!(parse_arguments("{\"x\":[1]}"), json!({"x": [1]}));
 }
+
+#[test]
+fn cards_carry_absolute_paths_and_the_arguments_object() {
+    use dsh_tools::FileDiff;
+    use dsh_tools::FileLocation;
+    use dsh_tools::Tool;
+    use dsh_tools::ToolCallView;
+    let registry = ToolRegistry::new(dsh_tools::RegistryConfig::default());
+    let root = Scope::root();
+    let edit = Tool::builder("edit")
+        .description("Edit a file")
+        .validated_parameters(
+            json!({"type": "object", "properties": {"file_path": {"type": "string"}}}),
+        )
+        .present_call(|args: &Value| {
+            let path = args["file_path"].as_str()?;
+            let diff = FileDiff {
+                path: path.into(),
+                old_text: Some("a".into()),
+                new_text: "b".into(),
+            };
+            Some(
+                ToolCallView::diff(format!("Edit {path}"), vec![diff]).locations(vec![
+                    FileLocation {
+                        path: path.into(),
+                        line: Some(3),
+                    },
+                ]),
+            )
+        })
+        .raw_output(json!({"type": "object"}), |_, _| Ok(Vec::new()))
+        .run(|_: Value, _| async { Ok(json!({})) })
+        .build()
+        .unwrap();
+    let grep = Tool::builder("grep")
+        .description("Search")
+        .validated_parameters(
+            json!({"type": "object", "properties": {"pattern": {"type": "string"}}}),
+        )
+        .present_call(|args: &Value| {
+            Some(ToolCallView::generic("grep").raw_input(args["pattern"].clone()))
+        })
+        .raw_output(json!({"type": "object"}), |_, _| Ok(Vec::new()))
+        .run(|_: Value, _| async { Ok(json!({})) })
+        .build()
+        .unwrap();
+    registry.register(&root, edit).unwrap();
+    registry.register(&root, grep).unwrap();
+    let mut p = Presenter::new(
+        RenderContext {
+            cwd: "/ws".into(),
+            terminal_output: false,
+        },
+        Some(registry),
+        Some(root),
+    );
+    let call = |id: &str, name: &str, arguments: &str| ToolCall {
+        turn: 1,
+        step: 1,
+        call_id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    };
+    let edit = wire(p.map(
+        &event(
+            1,
+            &call("c1", "edit", r#"{"file_path":"src/../lib.rs"}"#),
+            None,
+        ),
+        false,
+    ));
+    assert_eq!(
+        edit,
+        vec![
+            json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Edit src/../lib.rs",
+            "kind": "edit", "status": "in_progress",
+            "content": [{"type": "diff", "path": "/ws/lib.rs", "oldText": "a", "newText": "b"}],
+            "locations": [{"path": "/ws/lib.rs", "line": 3}],
+            "rawInput": {"file_path": "src/../lib.rs"}})
+        ]
+    );
+    // A presenter's own (string) rawInput never reaches the wire: the arguments object does.
+    let grep = wire(p.map(
+        &event(2, &call("c2", "grep", r#"{"pattern":"fn main"}"#), None),
+        false,
+    ));
+    assert_eq!(grep[0]["rawInput"], json!({"pattern": "fn main"}));
+    // Arguments that are not JSON have no object to show.
+    let broken = wire(p.map(&event(3, &call("c3", "grep", "{oops"), None), false));
+    assert_eq!(broken[0].get("rawInput"), None, "{broken:?}");
+}
+
+/// Every kind of update the presenter and the bridge's own helpers produce validates against
+/// the protocol crate's JSON Schema for `session/update` (the wire-level run covers the rest).
+#[test]
+fn every_update_kind_validates_against_the_acp_schema() {
+    use agent_client_protocol::v1::schema::SessionNotification;
+    use agent_client_protocol::v1::schema::ToolCallStatus;
+    let schema = serde_json::to_value(schemars::schema_for!(SessionNotification)).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut p = Presenter::new(
+        RenderContext {
+            cwd: "/ws".into(),
+            terminal_output: true,
+        },
+        None,
+        None,
+    );
+    let chunk = |chunk: StreamChunk| AssistantChunk {
+        turn: 1,
+        step: 1,
+        chunk,
+    };
+    let mut updates = Vec::new();
+    let mut seq = 0;
+    let mut feed = |p: &mut Presenter, e: Event, replay: bool| {
+        updates.extend(p.map(&e, replay));
+    };
+    let mut next = || {
+        seq += 1;
+        seq
+    };
+    feed(
+        &mut p,
+        event(
+            next(),
+            &chunk(StreamChunk::TextDelta {
+                index: 0,
+                text: "Hi".into(),
+            }),
+            None,
+        ),
+        false,
+    );
+    feed(
+        &mut p,
+        event(
+            next(),
+            &chunk(StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "hmm".into(),
+            }),
+            None,
+        ),
+        false,
+    );
+    let retry = LlmRetry {
+        retry_id: "r".into(),
+        provider: "p".into(),
+        policy_key: "[]".into(),
+        turn: 1,
+        step: 1,
+        retry: 1,
+        max_retries: Some(3),
+        delay_ms: 10,
+        failure: LlmFailure::new("SERVER", "busy"),
+        mode: RetryMode::Normal,
+    };
+    feed(&mut p, event(next(), &retry, None), false);
+    let todos = TodoWrite {
+        todos: vec![Todo {
+            content: "ship".into(),
+            status: TodoStatus::InProgress,
+        }],
+    };
+    feed(&mut p, event(next(), &todos, None), false);
+    let title = SessionTitle {
+        title: "A title".into(),
+        message_seqs: vec![1],
+        source: TitleSource::Fallback,
+    };
+    feed(&mut p, event(next(), &title, None), false);
+    feed(
+        &mut p,
+        event(next(), &UserMessage(Message::user_text("hello")), None),
+        true,
+    );
+    let call = ToolCall {
+        turn: 1,
+        step: 1,
+        call_id: "c1".into(),
+        name: "mystery".into(),
+        arguments: r#"{"a":1}"#.into(),
+    };
+    feed(&mut p, event(next(), &call, None), false);
+    let result = ToolResult {
+        turn: 1,
+        step: 1,
+        message: Message::tool_result("c1", vec![ContentBlock::text("boom")], true),
+        error: None,
+        meta: None,
+    };
+    feed(&mut p, event(next(), &result, None), false);
+    let (shown, _) = {
+        let call = ToolCall {
+            call_id: "c2".into(),
+            ..call.clone()
+        };
+        feed(&mut p, event(next(), &call, None), false);
+        p.shown_call("c2")
+            .map(|(c, a)| (c.clone(), a.clone()))
+            .unwrap()
+    };
+    updates.push(SessionUpdate::ToolCallUpdate(
+        crate::cards::permission_call(
+            "c2",
+            Some((
+                &shown,
+                &json!({"command": "ls", "sandbox_permissions": "danger-full-access"}),
+            )),
+            "bash",
+            Some("escalate sandbox to danger-full-access: needs it"),
+        ),
+    ));
+    updates.push(SessionUpdate::ToolCallUpdate(crate::cards::status_update(
+        "c2",
+        ToolCallStatus::InProgress,
+    )));
+    updates.push(SessionUpdate::ToolCallUpdate(
+        p.attach_terminal("c2", "t1").unwrap(),
+    ));
+    updates.push(SessionUpdate::ToolCallUpdate(
+        crate::cards::live_terminal_update("c2", "out"),
+    ));
+    updates.push(SessionUpdate::ToolCallUpdate(
+        crate::cards::live_console_update("c2", "out"),
+    ));
+    updates.push(SessionUpdate::ToolCallUpdate(
+        crate::cards::client_terminal_result("c2", false),
+    ));
+    let kinds: std::collections::BTreeSet<String> = wire(updates.clone())
+        .iter()
+        .map(|u| u["sessionUpdate"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds.len(), 7, "{kinds:?}");
+    for update in updates {
+        let frame = serde_json::to_value(SessionNotification::new("s", update)).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&frame)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{frame}: {errors:?}");
+    }
+}

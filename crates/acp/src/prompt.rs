@@ -119,6 +119,19 @@ pub(crate) fn admit(
     Ok(content)
 }
 
+/// The command line a prompt is, when its flattened text names a slash command
+/// (`/name` followed by nothing or whitespace). Other text starting with `/` (a path) is not one.
+pub(crate) fn command_line(content: &[ContentBlock]) -> Option<String> {
+    let text: String = content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    dsh_commands::parse_command(&text).map(|_| text.clone())
+}
+
 /// The route must declare image input; then the whole batch is stored.
 fn save(
     batch: &[images::PromptImage],
@@ -172,14 +185,12 @@ pub(crate) fn settle(
         if Some(end.turn) != turn
             && let TurnEndReason::Error { error } = &end.reason
         {
-            return Err(internal_error(texts::turn_failed(&error.message)));
+            return Err(turn_failed(error));
         }
     }
     let own = turn.and_then(|turn| ends.iter().find(|end| end.turn == turn));
     match own.map(|end| &end.reason) {
-        Some(TurnEndReason::Error { error }) => {
-            Err(internal_error(texts::turn_failed(&error.message)))
-        }
+        Some(TurnEndReason::Error { error }) => Err(turn_failed(error)),
         Some(TurnEndReason::Interrupted) => Ok(StopReason::Cancelled),
         Some(
             TurnEndReason::Completed
@@ -191,6 +202,16 @@ pub(crate) fn settle(
             Ok(StopReason::EndTurn)
         }
         None => Ok(StopReason::Cancelled),
+    }
+}
+
+/// A failed turn's answer: `auth_required` when the model refused or lacked credentials (the
+/// client can then offer the advertised methods), else `turn failed: <msg>`.
+fn turn_failed(error: &dsh_protocol::LlmFailure) -> RpcError {
+    if crate::error::CREDENTIAL_CODES.contains(&error.code.as_str()) {
+        crate::error::auth_required(&error.message)
+    } else {
+        internal_error(texts::turn_failed(&error.message))
     }
 }
 

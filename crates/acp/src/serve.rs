@@ -7,7 +7,6 @@ use agent_client_protocol::ConnectTo;
 use agent_client_protocol::on_receive_notification;
 use agent_client_protocol::on_receive_request;
 use agent_client_protocol::v1::schema::AuthenticateRequest;
-use agent_client_protocol::v1::schema::AuthenticateResponse;
 use agent_client_protocol::v1::schema::CancelNotification;
 use agent_client_protocol::v1::schema::InitializeRequest;
 use agent_client_protocol::v1::schema::ListSessionsRequest;
@@ -20,6 +19,25 @@ use crate::bridge::Bridge;
 use crate::bridge::BridgeConfig;
 use crate::error::AcpError;
 use crate::factory::SessionFactory;
+
+/// Answers a `session/new` or `session/load`, then sends the session's commands: the
+/// client knows the session id only once the response frame is out.
+fn respond_then_announce<
+    T: agent_client_protocol::JsonRpcResponse,
+    P: agent_client_protocol::Protocol,
+>(
+    responder: agent_client_protocol::Responder<T, P>,
+    result: Result<(T, Arc<crate::session::Session>), agent_client_protocol::Error>,
+) -> Result<(), agent_client_protocol::Error> {
+    match result {
+        Ok((response, session)) => {
+            responder.respond(response)?;
+            session.push_commands();
+            Ok(())
+        }
+        Err(error) => responder.respond_with_error(error),
+    }
+}
 
 /// Serves ACP on stdin/stdout until stdin closes, then tears every session down. Stdout
 /// carries protocol frames only; log through `tracing` to stderr. A bad line (not UTF-8, over
@@ -97,14 +115,19 @@ async fn serve_until(
             on_receive_request!(),
         )
         .on_receive_request(
-            async move |_request: AuthenticateRequest, responder, _cx| responder.respond(AuthenticateResponse::new()),
+            {
+                let bridge = bridge.clone();
+                async move |request: AuthenticateRequest, responder, _cx| {
+                    responder.respond_with_result(bridge.authenticate(&request))
+                }
+            },
             on_receive_request!(),
         )
         .on_receive_request(
             {
                 let bridge = bridge.clone();
                 async move |request: NewSessionRequest, responder, cx| {
-                    responder.respond_with_result(bridge.new_session(request, cx).await)
+                    respond_then_announce(responder, bridge.new_session(request, cx).await)
                 }
             },
             on_receive_request!(),
@@ -113,7 +136,7 @@ async fn serve_until(
             {
                 let bridge = bridge.clone();
                 async move |request: LoadSessionRequest, responder, cx| {
-                    responder.respond_with_result(bridge.load_session(request, cx).await)
+                    respond_then_announce(responder, bridge.load_session(request, cx).await)
                 }
             },
             on_receive_request!(),

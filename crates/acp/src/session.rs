@@ -14,9 +14,13 @@ use std::sync::PoisonError;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::AvailableCommand;
+use agent_client_protocol::v1::schema::AvailableCommandInput;
+use agent_client_protocol::v1::schema::AvailableCommandsUpdate;
 use agent_client_protocol::v1::schema::SessionNotification;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::ToolCallStatus;
+use agent_client_protocol::v1::schema::UnstructuredCommandInput;
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
@@ -27,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::sync::DropGuard;
 
 use crate::approval::ClientApproval;
+use crate::approval::ShownCalls;
 use crate::cards::RenderContext;
 use crate::cards::live_console_update;
 use crate::cards::live_terminal_update;
@@ -39,6 +44,17 @@ use crate::mapping::Presenter;
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its data consistent, so a poisoned lock is still usable.
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the client offered at `initialize` that changes how a session is wired.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ClientView {
+    /// `clientCapabilities._meta.terminal_output === true`.
+    pub(crate) terminal_output: bool,
+    pub(crate) fs: crate::client_fs::FsCapabilities,
+    /// `clientCapabilities.terminal`. Foreground commands run in client terminals unless the
+    /// client also takes `terminal_output` (then dsh runs them and streams their output).
+    pub(crate) terminal: bool,
 }
 
 /// The one in-flight prompt of a session.
@@ -143,7 +159,57 @@ impl FlushTarget for Delivery {
     }
 }
 
+/// The approval channel's view of the delivery (weak: the session owns the delivery).
+struct DeliveryCalls(std::sync::Weak<Mutex<Delivery>>);
+
+impl crate::client_terminal::TerminalCards for DeliveryCalls {
+    fn show_terminal(&self, call_id: &str, terminal_id: &str) {
+        let Some(delivery) = self.0.upgrade() else {
+            return;
+        };
+        let mut delivery = lock(&delivery);
+        if let Some(update) = delivery.presenter.attach_terminal(call_id, terminal_id) {
+            delivery.send(SessionUpdate::ToolCallUpdate(update));
+        }
+    }
+}
+
+impl ShownCalls for DeliveryCalls {
+    fn permission_call(
+        &self,
+        request: &dsh_tools::ApprovalRequest,
+    ) -> (agent_client_protocol::v1::schema::ToolCallUpdate, bool) {
+        let delivery = self.0.upgrade();
+        let guard = delivery.as_ref().map(|d| lock(d));
+        let shown = guard
+            .as_ref()
+            .and_then(|d| d.presenter.shown_call(&request.call_id));
+        let call = crate::cards::permission_call(
+            &request.call_id,
+            shown,
+            &request.tool_name,
+            request.reason.as_deref(),
+        );
+        (call, shown.is_some())
+    }
+
+    fn set_status(&self, call_id: &str, status: ToolCallStatus) {
+        let Some(delivery) = self.0.upgrade() else {
+            return;
+        };
+        let mut delivery = lock(&delivery);
+        // A call whose result went out already keeps its final status.
+        if delivery.presenter.shown_call(call_id).is_some() {
+            delivery.send(SessionUpdate::ToolCallUpdate(crate::cards::status_update(
+                call_id, status,
+            )));
+        }
+    }
+}
+
 pub(crate) struct Session {
+    /// The slash commands this session offers (`None`: the host composed no registry).
+    pub(crate) commands: Option<dsh_commands::CommandRegistry>,
     pub(crate) id: String,
     pub(crate) cwd: PathBuf,
     pub(crate) agent: AgentHandle,
@@ -166,7 +232,7 @@ impl Session {
         cwd: PathBuf,
         parts: SessionParts,
         connection: ConnectionTo<Client>,
-        terminal_output: bool,
+        client: ClientView,
         replay: bool,
         images: Option<Arc<dyn crate::images::PromptImageStore>>,
     ) -> Result<Arc<Self>, String> {
@@ -175,6 +241,7 @@ impl Session {
             tools,
             modes,
         } = parts;
+        let terminal_output = client.terminal_output;
         let ctx = RenderContext {
             cwd: cwd.clone(),
             terminal_output,
@@ -225,15 +292,43 @@ impl Session {
                 Ok(())
             }));
         }
-        let client: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
+        if client.fs.any() {
+            let files: Arc<dyn dsh_tools::EditorFiles> = Arc::new(crate::client_fs::ClientFiles {
+                session_id: id.clone(),
+                connection: connection.clone(),
+                capabilities: client.fs,
+            });
+            registrations.push(
+                agent
+                    .scope()
+                    .provide::<dyn dsh_tools::EditorFiles>(files)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if client.terminal && !client.terminal_output {
+            let runner: Arc<dyn dsh_tools::ClientTerminals> =
+                Arc::new(crate::client_terminal::ClientTerminalRunner {
+                    session_id: id.clone(),
+                    connection: connection.clone(),
+                    cards: Arc::new(DeliveryCalls(Arc::downgrade(&delivery))),
+                });
+            registrations.push(
+                agent
+                    .scope()
+                    .provide::<dyn dsh_tools::ClientTerminals>(runner)
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let answerer: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
             id.clone(),
             agent.scope().id(),
             connection,
+            Arc::new(DeliveryCalls(Arc::downgrade(&delivery))),
         ));
         // The client answers; the approval service audits and applies the policy first, so
         // under `never` the client is never asked.
         let approval: Arc<dyn ApprovalService> = Arc::new(dsh_approval::UserApproval::new(
-            Some(client),
+            Some(answerer),
             agent.scope().service::<dyn dsh_approval::PolicySource>(),
         ));
         registrations.push(
@@ -250,18 +345,51 @@ impl Session {
                     .map_err(|e| e.to_string())?,
             );
         }
-        Ok(Arc::new(Self {
-            id,
-            cwd,
-            agent,
-            modes: Mutex::new(modes),
-            slot: Mutex::new(None),
-            claimed,
-            delivery,
-            _listener: listener,
-            _registrations: registrations,
-            _flusher: stop.drop_guard(),
+        let commands = dsh_commands::CommandRegistry::of(agent.scope());
+        Ok(Arc::new_cyclic(|me: &std::sync::Weak<Self>| {
+            if let Some(registry) = &commands {
+                // `commands/change`: every live session re-announces what it offers.
+                let me = me.clone();
+                registrations.push(registry.on_change(agent.scope(), move || {
+                    if let Some(session) = me.upgrade() {
+                        session.push_commands();
+                    }
+                }));
+            }
+            Self {
+                commands,
+                id,
+                cwd,
+                agent,
+                modes: Mutex::new(modes),
+                slot: Mutex::new(None),
+                claimed,
+                delivery,
+                _listener: listener,
+                _registrations: registrations,
+                _flusher: stop.drop_guard(),
+            }
         }))
+    }
+
+    /// `available_commands_update` with what the registry offers this session now.
+    pub(crate) fn push_commands(&self) {
+        let Some(registry) = &self.commands else {
+            return;
+        };
+        let available = registry
+            .list(self.agent.scope())
+            .into_iter()
+            .map(|command| {
+                let input = command.input.map(|input| {
+                    AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(input.hint))
+                });
+                AvailableCommand::new(command.name, command.description).input(input)
+            })
+            .collect();
+        self.send(SessionUpdate::AvailableCommandsUpdate(
+            AvailableCommandsUpdate::new(available),
+        ));
     }
 
     /// Sends an update outside the event mapping (mode changes).

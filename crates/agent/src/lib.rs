@@ -43,7 +43,9 @@ pub use hooks::TurnStopping;
 pub use maintenance::Maintenance;
 pub use prompt::PromptConfig;
 pub use prompt::PromptRegistry;
+pub use step::MAX_MODEL_OUTPUT_BYTES;
 pub use step::NO_ADAPTER;
+pub use step::OUTPUT_TOO_LARGE;
 
 pub use dsh_session::data::AbortReason;
 pub use dsh_session::data::InboxTarget;

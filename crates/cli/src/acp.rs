@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use dsh_acp::AuthMethodInfo;
 use dsh_acp::BridgeConfig;
 use dsh_acp::FactoryError;
 use dsh_acp::ImageInput;
@@ -28,8 +29,13 @@ pub fn run() -> anyhow::Result<ExitCode> {
         let host = crate::host::start(&cwd, crate::host::overrides()).await?;
         let _watch = crate::host::watch_and_log(&host);
         let factory = Arc::new(Factory {
+            key_env: api_key_env(&host),
             sessions: host.sessions(),
         });
+        let identity = BridgeConfig {
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            ..BridgeConfig::default()
+        };
         // A stop signal tears the bridge down like end of input: prompts are cancelled and
         // answered, agents disposed (logs closed); tool processes die at the signal itself.
         let mut stops = crate::signals::listen()?;
@@ -38,7 +44,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
             let stop = stops.first().await;
             let _ = stopped_tx.send(stop);
         };
-        let served = dsh_acp::serve_stdio_until(factory, BridgeConfig::default(), stop).await;
+        let served = dsh_acp::serve_stdio_until(factory, identity, stop).await;
         host.shutdown();
         served?;
         Ok(match stopped_rx.await {
@@ -54,7 +60,25 @@ pub fn run() -> anyhow::Result<ExitCode> {
 
 struct Factory {
     sessions: SessionHost,
+    /// The environment variable the configured provider reads its key from.
+    key_env: String,
 }
+
+/// `[model] api_key_env`, else the provider's own variable.
+fn api_key_env(host: &dsh_host::Host) -> String {
+    if let Some(name) = host.config().get_str("model.api_key_env") {
+        return name.to_owned();
+    }
+    let (provider, _) = host.sessions().route();
+    if provider == dsh_llm::openai::PROVIDER {
+        dsh_llm::openai::DEFAULT_API_KEY_ENV.to_owned()
+    } else {
+        "DEEPSEEK_API_KEY".to_owned()
+    }
+}
+
+/// The one authentication method: the key in the agent's environment.
+const API_KEY_METHOD: &str = "api-key-env";
 
 fn parts(sessions: &SessionHost, agent: AgentHandle) -> SessionParts {
     let current = sessions
@@ -105,6 +129,36 @@ impl SessionFactory for Factory {
 
     fn supports_mcp_servers(&self) -> bool {
         true
+    }
+
+    fn mcp_transports(&self) -> dsh_acp::McpTransports {
+        // `dsh-mcp` takes streamable-HTTP servers from `session/new`; SSE ones it refuses.
+        dsh_acp::McpTransports {
+            http: true,
+            sse: false,
+        }
+    }
+
+    fn auth_methods(&self) -> Vec<AuthMethodInfo> {
+        vec![AuthMethodInfo {
+            id: API_KEY_METHOD.to_owned(),
+            name: "API key in the environment".to_owned(),
+            description: Some(format!(
+                "Set {} in the environment your editor starts `dsh acp` with (the agent server's `env` setting), then restart the agent.",
+                self.key_env
+            )),
+        }]
+    }
+
+    fn check_credentials(&self) -> Result<(), FactoryError> {
+        let key = std::env::var(&self.key_env).unwrap_or_default();
+        if key.trim().is_empty() {
+            return Err(FactoryError::auth_required(format!(
+                "no API key: set {} in the environment your editor starts `dsh acp` with",
+                self.key_env
+            )));
+        }
+        Ok(())
     }
 
     fn load(

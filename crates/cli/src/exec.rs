@@ -1,7 +1,14 @@
-//! `dsh exec "task"`: one headless turn. stdout carries only the final answer (text) or the
-//! session events as JSON lines followed by one `result` line (stream-json).
+//! `dsh exec "task"`: one headless turn. stdout carries only the final answer (text), the
+//! session events as JSON lines followed by one `result` line (stream-json), or one JSON object
+//! (json). stderr gets the session id, progress notes when it is a terminal, and failures.
 
+#[path = "exec_headless.rs"]
+mod headless;
+
+use std::io::IsTerminal;
+use std::io::Read;
 use std::io::Write;
+use std::path::Path;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,6 +20,7 @@ use dsh_agent::TurnEndReason;
 use dsh_protocol::TokenUsage;
 use dsh_session::Event;
 use dsh_session::data::AssistantMessage;
+use dsh_tools::ApprovalService;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -26,6 +34,47 @@ pub enum Output {
     Text,
     /// One `{"type":"session_event",...}` line per persisted event, then a `result` line.
     StreamJson,
+    /// One JSON object at the end: session id, status, final text, usage.
+    Json,
+}
+
+/// `-s/--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sandbox {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl Sandbox {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+/// `-a/--approval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Approval {
+    /// Calls that need approval ask (headless there is no one to ask: they fail and say so).
+    Ask,
+    /// Calls that need approval are refused without asking.
+    Never,
+}
+
+/// Which session the task goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    New,
+    /// `--resume ID`
+    Resume(String),
+    /// `--continue`: the newest session of the folder.
+    Continue,
+    /// `--fork ID`: a new session starting from a copy of ID's conversation.
+    Fork(String),
 }
 
 pub struct ExecArgs {
@@ -33,40 +82,161 @@ pub struct ExecArgs {
     pub cwd: Option<PathBuf>,
     pub model: Option<String>,
     pub output: Output,
+    pub sandbox: Option<Sandbox>,
+    pub approval: Option<Approval>,
+    /// `-c key=value`, any configuration key.
+    pub config: Vec<String>,
+    pub target: Target,
+    /// `-o/--output-last-message FILE`.
+    pub last_message: Option<PathBuf>,
+}
+
+/// The session's folder: `--cwd` (an existing directory) or the current one, made absolute.
+/// Checked before anything is created, so a bad folder leaves no session behind.
+pub fn checked_cwd(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let Some(cwd) = cwd else {
+        return std::env::current_dir().context("cannot read the current directory");
+    };
+    match std::fs::metadata(&cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => anyhow::bail!("--cwd {}: not a directory", cwd.display()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("--cwd {}: no such directory", cwd.display())
+        }
+        Err(error) => anyhow::bail!("--cwd {}: {error}", cwd.display()),
+    }
+    cwd.canonicalize()
+        .with_context(|| format!("--cwd {}", cwd.display()))
+}
+
+/// The task: the words given, or stdin for `-` (or no words with stdin piped in).
+fn task_text(words: &[String]) -> anyhow::Result<String> {
+    let from_stdin = match words {
+        [] => !std::io::stdin().is_terminal(),
+        [dash] => dash == "-",
+        _ => false,
+    };
+    let task = if from_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the task from stdin")?;
+        text
+    } else {
+        words.join(" ")
+    };
+    if task.trim().is_empty() {
+        anyhow::bail!(
+            "a task is required, for example: dsh exec \"run the tests\" (or pipe it in: echo \"run the tests\" | dsh exec)"
+        );
+    }
+    Ok(task)
+}
+
+/// The command-line overrides as configuration values.
+fn overrides_of(args: &ExecArgs) -> anyhow::Result<Overrides> {
+    let mut overrides = crate::host::overrides();
+    for assignment in &args.config {
+        let (key, value) = Overrides::parse_assignment(assignment)
+            .map_err(|error| anyhow::anyhow!("-c {assignment}: {error}"))?;
+        overrides.values.push((key, value));
+    }
+    if let Some(model) = &args.model {
+        overrides.set("model.name", model.clone());
+    }
+    if let Some(sandbox) = args.sandbox {
+        overrides.set("plugins.sandbox.mode", sandbox.as_str());
+    }
+    if let Some(approval) = args.approval {
+        let policy = match approval {
+            Approval::Ask => "ask",
+            Approval::Never => "never",
+        };
+        overrides.set("plugins.approval.policy", policy);
+    }
+    Ok(overrides)
 }
 
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
-    let task = args.task.join(" ");
-    if task.trim().is_empty() {
-        anyhow::bail!("a task is required, for example: dsh exec \"run the tests\"");
-    }
-    let cwd = crate::host::cwd_or_current(args.cwd)?;
-    let mut overrides = crate::host::overrides();
-    if let Some(model) = args.model {
-        overrides.set("model.name", model);
-    }
+    // Everything that can be wrong with the command line fails here, before a session exists.
+    let cwd = checked_cwd(args.cwd.clone())?;
+    let task = task_text(&args.task)?;
+    let overrides = overrides_of(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(run_task(overrides, cwd, task, args.output))
+    runtime.block_on(run_task(overrides, cwd, task, args))
+}
+
+/// The agent the task goes to.
+fn open(
+    sessions: &dsh_host::SessionHost,
+    cwd: &Path,
+    target: &Target,
+) -> anyhow::Result<AgentHandle> {
+    Ok(match target {
+        Target::New => sessions.create(NewSession {
+            id: None,
+            cwd: cwd.to_path_buf(),
+        })?,
+        Target::Resume(id) => {
+            let id = crate::sessions::resolve_id(id)?;
+            sessions
+                .load(&id)
+                .with_context(|| format!("cannot resume session {id}"))?
+        }
+        Target::Fork(id) => {
+            let id = crate::sessions::resolve_id(id)?;
+            sessions
+                .fork(&id)
+                .with_context(|| format!("cannot fork session {id}"))?
+        }
+        Target::Continue => {
+            let here = cwd.to_string_lossy();
+            let newest = sessions
+                .list()?
+                .into_iter()
+                .filter(|s| s.parent_session.is_none() && s.cwd.as_deref() == Some(&*here))
+                .max_by_key(crate::sessions::last_activity)
+                .with_context(|| format!("no stored session in {here} to continue"))?;
+            sessions
+                .load(&newest.id)
+                .with_context(|| format!("cannot resume session {}", newest.id))?
+        }
+    })
 }
 
 async fn run_task(
     overrides: Overrides,
     cwd: PathBuf,
     task: String,
-    output: Output,
+    args: ExecArgs,
 ) -> anyhow::Result<ExitCode> {
+    let output = args.output;
     let host = crate::host::start(&cwd, overrides).await?;
-    let agent = host.sessions().create(NewSession { id: None, cwd })?;
+    let sessions = host.sessions();
+    let agent = match open(&sessions, &cwd, &args.target) {
+        Ok(agent) => agent,
+        Err(error) => {
+            host.shutdown();
+            return Err(error);
+        }
+    };
     let session_id = agent.id().to_owned();
+    note!("session {session_id}");
     let first_seq = agent.log().len();
+    // Headless, no one can answer an approval: say which flag allows the call instead.
+    let _approval = agent
+        .scope()
+        .provide::<dyn ApprovalService>(Arc::new(headless::Headless))?;
 
     // Events are printed as they commit; an unbounded channel never drops one.
     let (sender, receiver) = mpsc::unbounded_channel::<Arc<Event>>();
     let subscription = agent.log().on_event(move |event| {
         let _ = sender.send(event.clone());
     });
+    let progress =
+        crate::out::stderr_is_terminal().then(|| headless::progress(&agent, sessions.registry()));
     let printer = (output == Output::StreamJson)
         .then(|| tokio::spawn(print_events(session_id.clone(), receiver)));
 
@@ -87,25 +257,42 @@ async fn run_task(
         None
     };
     drop(subscription);
+    drop(progress);
     if let Some(printer) = printer {
         let _ = printer.await;
     }
     let outcome = outcome.context("the run failed")?;
-
-    let mut stdout = std::io::stdout().lock();
+    let usage = total_usage(&agent, first_seq);
     match output {
-        Output::Text => writeln!(stdout, "{}", outcome.text)?,
+        Output::Text => say!("{}", outcome.text)?,
         Output::StreamJson => {
             let mut result =
                 json!({"type": "result", "sessionId": session_id, "output": outcome.text});
-            if let Some(usage) = total_usage(&agent, first_seq) {
+            if let Some(usage) = &usage {
+                result["usage"] = serde_json::to_value(usage)?;
+                add_context_fill(&mut result["usage"], &host, &agent);
+            }
+            say!("{result}")?;
+        }
+        Output::Json => {
+            let mut result = json!({
+                "sessionId": session_id,
+                "status": status_of(&outcome.reason),
+                "output": outcome.text,
+            });
+            if let Some(TurnEndReason::Error { error }) = &outcome.reason {
+                result["error"] = json!({"code": error.code, "message": error.message});
+            }
+            if let Some(usage) = &usage {
                 result["usage"] = serde_json::to_value(usage)?;
             }
-            writeln!(stdout, "{result}")?;
+            say!("{result}")?;
         }
     }
-    stdout.flush()?;
-    drop(stdout);
+    if let Some(file) = &args.last_message {
+        std::fs::write(file, &outcome.text)
+            .with_context(|| format!("cannot write the last message to {}", file.display()))?;
+    }
     agent.dispose().await;
     host.shutdown();
     if let Some(stop) = stopped {
@@ -114,12 +301,38 @@ async fn run_task(
     Ok(match &outcome.reason {
         Some(TurnEndReason::Completed) => ExitCode::SUCCESS,
         Some(TurnEndReason::Error { error }) => {
-            eprintln!("dsh: {}: {}", error.code, error.message);
+            note!("dsh: {}: {}", error.code, error.message);
             ExitCode::FAILURE
         }
         Some(TurnEndReason::Aborted { .. }) => ExitCode::from(130),
-        _ => ExitCode::FAILURE,
+        Some(TurnEndReason::MaxTokens) => {
+            eprintln!(
+                "dsh: MAX_TOKENS: the model stopped at its output token limit before it finished the turn"
+            );
+            ExitCode::FAILURE
+        }
+        Some(TurnEndReason::Blocked) => {
+            eprintln!("dsh: BLOCKED: the turn was blocked before it completed");
+            ExitCode::FAILURE
+        }
+        Some(TurnEndReason::Interrupted) | None => {
+            eprintln!("dsh: INTERRUPTED: the run ended without completing its turn");
+            ExitCode::FAILURE
+        }
     })
+}
+
+/// The turn's ending in one word (`--output json`).
+fn status_of(reason: &Option<TurnEndReason>) -> &'static str {
+    match reason {
+        Some(TurnEndReason::Completed) => "completed",
+        Some(TurnEndReason::Error { .. }) => "error",
+        Some(TurnEndReason::Aborted { .. }) => "aborted",
+        Some(TurnEndReason::MaxTokens) => "max-tokens",
+        Some(TurnEndReason::Blocked) => "blocked",
+        Some(TurnEndReason::Interrupted) => "interrupted",
+        None => "unknown",
+    }
 }
 
 async fn print_events(session_id: String, mut receiver: mpsc::UnboundedReceiver<Arc<Event>>) {
@@ -136,7 +349,22 @@ async fn print_events(session_id: String, mut receiver: mpsc::UnboundedReceiver<
     }
 }
 
-/// The field-wise sum of each step's usage, as the upstream driver reports it.
+/// The context fill after the run (`contextTokens`: the newest prompt size plus the estimated
+/// change since, so a compaction shows at once; `contextWindow`), from the token meter.
+fn add_context_fill(usage: &mut serde_json::Value, host: &dsh_host::Host, agent: &AgentHandle) {
+    let Some(meter) = host.sessions().service::<dsh_token_meter::TokenMeter>() else {
+        return;
+    };
+    let pressure = meter.pressure(agent.log());
+    if let Some(tokens) = pressure.projected_tokens {
+        usage["contextTokens"] = json!(tokens);
+    }
+    if let Some(window) = pressure.context_window {
+        usage["contextWindow"] = json!(window);
+    }
+}
+
+/// The field-wise sum of each step's usage, as the upstream driver reports it (saturating).
 fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
     let mut total: Option<TokenUsage> = None;
     for event in agent.log().events_since(first_seq) {
@@ -144,18 +372,9 @@ fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
             continue;
         };
         let Some(usage) = message.usage else { continue };
-        let sum = total.get_or_insert_with(TokenUsage::default);
-        sum.input_tokens += usage.input_tokens;
-        sum.output_tokens += usage.output_tokens;
-        add(&mut sum.cache_read_tokens, usage.cache_read_tokens);
-        add(&mut sum.cache_write_tokens, usage.cache_write_tokens);
-        add(&mut sum.reasoning_tokens, usage.reasoning_tokens);
+        total
+            .get_or_insert_with(TokenUsage::default)
+            .accumulate(&usage);
     }
     total
-}
-
-fn add(slot: &mut Option<u64>, value: Option<u64>) {
-    if let Some(value) = value {
-        *slot = Some(slot.unwrap_or(0) + value);
-    }
 }

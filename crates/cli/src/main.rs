@@ -5,12 +5,25 @@
 //! nothing else; `dsh acp` writes only protocol frames to stdout. Diagnostics go to stderr
 //! through `tracing` (`DSH_LOG=debug` to see them).
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+/// `eprintln!` that never panics.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::out::stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `println!` that never panics on a closed reader.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::out::stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 mod acp;
 mod exec;
 mod host;
 mod mcp_cmd;
+mod out;
 mod prompt_images;
 mod sessions;
 mod signals;
@@ -33,9 +46,18 @@ use clap::Subcommand;
     long_about = None,
     after_help = "With no command, dsh opens the interactive terminal UI in the current folder."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Open the UI and send this first prompt (words are joined with spaces).
+    prompt: Vec<String>,
+    /// The working directory of the session (default: the current folder).
+    #[arg(long, short = 'C')]
+    cwd: Option<PathBuf>,
+    /// The model id to use (default from config).
+    #[arg(long, short = 'm')]
+    model: Option<String>,
     /// Trust this folder's `.dsh/config.toml` for this run (see `dsh trust`).
     #[arg(long, global = true)]
     trust_project: bool,
@@ -43,25 +65,53 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run one task headless and print the final answer.
+    /// Run one task headless and print the final answer (the task from stdin with `-` or
+    /// when piped in).
     Exec {
-        /// The task (words are joined with spaces).
-        #[arg(required = true)]
+        /// The task (words are joined with spaces; `-` reads it from stdin).
         task: Vec<String>,
         /// The working directory of the session (default: the current folder).
-        #[arg(long)]
+        #[arg(long, short = 'C')]
         cwd: Option<PathBuf>,
         /// The model id to use (default from config: deepseek-v4-flash).
-        #[arg(long)]
+        #[arg(long, short = 'm')]
         model: Option<String>,
-        /// `text` prints the answer; `stream-json` prints every session event, then a result line.
+        /// The sandbox for this run's tool calls.
+        #[arg(long, short = 's', value_enum)]
+        sandbox: Option<exec::Sandbox>,
+        /// What a call that needs approval does (nobody can answer headless).
+        #[arg(long, short = 'a', value_enum)]
+        approval: Option<exec::Approval>,
+        /// Set any configuration key for this run (`-c model.reasoning_effort=low`).
+        #[arg(long = "config", short = 'c', value_name = "KEY=VALUE")]
+        config: Vec<String>,
+        /// Continue the stored session ID.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["continue_last", "fork"])]
+        resume: Option<String>,
+        /// Continue the newest session of this folder.
+        #[arg(long = "continue", conflicts_with = "fork")]
+        continue_last: bool,
+        /// Start a new session from a copy of session ID's conversation.
+        #[arg(long, value_name = "ID")]
+        fork: Option<String>,
+        /// `text` prints the answer; `stream-json` every session event, then a result line;
+        /// `json` one object at the end.
         #[arg(long, value_enum, default_value = "text")]
         output: exec::Output,
+        /// Also write the final answer to FILE.
+        #[arg(long = "output-last-message", short = 'o', value_name = "FILE")]
+        output_last_message: Option<PathBuf>,
     },
     /// Reopen a stored session in the interactive UI (default: the newest one of this folder).
     Resume {
         /// The session id.
         id: Option<String>,
+        /// The folder whose newest session is reopened (default: the current folder).
+        #[arg(long, short = 'C')]
+        cwd: Option<PathBuf>,
+        /// The model id to use from the next request.
+        #[arg(long, short = 'm')]
+        model: Option<String>,
     },
     /// Serve the Agent Client Protocol on stdio (add dsh to Zed as a custom agent server).
     Acp,
@@ -103,11 +153,19 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum SessionsCommand {
-    /// List stored sessions, newest first.
+    /// List stored sessions, most recently active first.
     List,
-    /// Print a session's events as JSON lines (crash repair shown as it would be applied).
+    /// Print a session as a readable transcript (`--json`: its events as JSON lines, crash
+    /// repair shown as it would be applied).
     Show {
-        /// The session id.
+        /// The session id (or a unique prefix).
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a stored session.
+    Rm {
+        /// The session id (or a unique prefix).
         id: String,
     },
 }
@@ -148,18 +206,45 @@ fn main() -> ExitCode {
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
     let result = match cli.command {
-        None => tui::run(dsh_tui::Start::New),
-        Some(Command::Resume { id }) => tui::run(dsh_tui::Start::Resume(id)),
+        None => tui::run(tui::TuiArgs {
+            start: dsh_tui::Start::New,
+            prompt: (!cli.prompt.is_empty()).then(|| cli.prompt.join(" ")),
+            cwd: cli.cwd,
+            model: cli.model,
+        }),
+        Some(Command::Resume { id, cwd, model }) => tui::run(tui::TuiArgs {
+            start: dsh_tui::Start::Resume(id),
+            prompt: None,
+            cwd,
+            model,
+        }),
         Some(Command::Exec {
             task,
             cwd,
             model,
+            sandbox,
+            approval,
+            config,
+            resume,
+            continue_last,
+            fork,
             output,
+            output_last_message,
         }) => exec::run(exec::ExecArgs {
             task,
             cwd,
             model,
             output,
+            sandbox,
+            approval,
+            config,
+            target: match (resume, continue_last, fork) {
+                (Some(id), _, _) => exec::Target::Resume(id),
+                (None, true, _) => exec::Target::Continue,
+                (None, false, Some(id)) => exec::Target::Fork(id),
+                (None, false, None) => exec::Target::New,
+            },
+            last_message: output_last_message,
         }),
         Some(Command::Tools { json, cwd }) => tools_cmd::run(json, cwd),
         Some(Command::Acp) => acp::run(),
@@ -170,8 +255,11 @@ fn main() -> ExitCode {
             command: SessionsCommand::List,
         }) => sessions::list(),
         Some(Command::Sessions {
-            command: SessionsCommand::Show { id },
-        }) => sessions::show(&id),
+            command: SessionsCommand::Show { id, json },
+        }) => sessions::show(&id, json),
+        Some(Command::Sessions {
+            command: SessionsCommand::Rm { id },
+        }) => sessions::rm(&id),
         Some(Command::Config {
             command: ConfigCommand::Show { cwd, json },
         }) => config_show(cwd, json),
@@ -182,7 +270,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("dsh: {error:#}");
+            note!("dsh: {error:#}");
             ExitCode::FAILURE
         }
     }
@@ -212,14 +300,21 @@ fn init_tracing(to_file: bool) {
                 .ok()
         })
         .flatten();
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // A failed log write is never reported by printing (that panics on a closed stderr).
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .log_internal_errors(false);
     let _ = match file {
         Some(file) => builder
             .with_ansi(false)
             .with_writer(std::sync::Mutex::new(file))
             .try_init(),
         None if to_file => builder.with_writer(std::io::sink).try_init(),
-        None => builder.with_writer(std::io::stderr).try_init(),
+        // Colours only for a terminal; a closed stderr swallows the rest of the log.
+        None => builder
+            .with_ansi(out::stderr_is_terminal())
+            .with_writer(|| out::QuietStderr)
+            .try_init(),
     };
 }
 
@@ -229,16 +324,19 @@ fn config_show(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     let table = dsh_host::builtin_plugins();
     if json {
         let value = dsh_host::show::render_json(&config, &table)?;
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        say!("{}", serde_json::to_string_pretty(&value)?)?;
     } else {
-        print!("{}", dsh_host::show::render_toml(&config, &table)?);
+        out::stdout(format_args!(
+            "{}",
+            dsh_host::show::render_toml(&config, &table)?
+        ))?;
         if let Some(project) = &config.project {
             let trust = if project.trusted {
                 "trusted"
             } else {
                 "not trusted"
             };
-            println!("# project folder: {} ({trust})", project.folder.display());
+            say!("# project folder: {} ({trust})", project.folder.display())?;
         }
     }
     Ok(ExitCode::SUCCESS)

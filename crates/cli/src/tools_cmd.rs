@@ -15,7 +15,12 @@ pub fn run(json: bool, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        // Started (MCP servers connected), so their tools are listed as the model gets them.
         let host = Host::build(HostOptions::new(config))?;
+        if let Err(error) = host.start().await {
+            host.shutdown();
+            return Err(error.into());
+        }
         let sessions = host.sessions();
         let agent = sessions.preview(&cwd)?;
         let schemas = sessions.offered_tools(&agent)?;

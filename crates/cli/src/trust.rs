@@ -11,7 +11,7 @@ use dsh_host::trust::record;
 #[allow(clippy::print_stderr)]
 pub fn print_notice(project: Option<&dsh_host::ProjectLayer>) {
     if let Some(notice) = project.and_then(dsh_host::ProjectLayer::notice) {
-        eprintln!("{notice}");
+        note!("{notice}");
     }
 }
 
@@ -24,12 +24,12 @@ pub fn ask_once(home: &Path, project: Option<&dsh_host::ProjectLayer>) -> anyhow
     let Some(project) = project.filter(|p| !p.ignored.is_empty() && p.trust.is_none()) else {
         return Ok(false);
     };
-    eprintln!(
+    note!(
         "{} wants settings only a trusted folder may use: {}.",
         project.file.display(),
         project.ignored.join(", ")
     );
-    eprint!("Trust {}? [y/N] ", project.folder.display());
+    crate::out::stderr(format_args!("Trust {}? [y/N] ", project.folder.display()));
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     let trust = if matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
@@ -38,7 +38,7 @@ pub fn ask_once(home: &Path, project: Option<&dsh_host::ProjectLayer>) -> anyhow
         Trust::Untrusted
     };
     let file = record(home, &project.folder, trust)?;
-    eprintln!(
+    note!(
         "Recorded: {} is {} (in {}).",
         project.folder.display(),
         trust.as_str(),
@@ -67,11 +67,11 @@ pub fn command(
         Trust::Trusted
     };
     let file = record(home, &folder, trust)?;
-    println!(
+    say!(
         "{} is now {} (recorded in {}).",
         canonical(&folder).display(),
         trust.as_str(),
         file.display()
-    );
+    )?;
     Ok(std::process::ExitCode::SUCCESS)
 }

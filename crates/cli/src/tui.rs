@@ -1,6 +1,7 @@
-//! `dsh` / `dsh resume [ID]`: the interactive UI (crate `dsh-tui`) over the host.
+//! `dsh ["prompt"]` / `dsh resume [ID]`: the interactive UI (crate `dsh-tui`) over the host.
 
 use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -9,16 +10,34 @@ use dsh_host::NewSession;
 use dsh_host::SessionHost;
 use dsh_session::SessionSummary;
 
-pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
+/// How the UI is opened: `dsh ["prompt"] [--cwd DIR] [--model NAME]`, `dsh resume [ID]`.
+pub struct TuiArgs {
+    pub start: dsh_tui::Start,
+    pub prompt: Option<String>,
+    pub cwd: Option<PathBuf>,
+    pub model: Option<String>,
+}
+
+pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     if !dsh_tui::is_interactive() {
-        eprintln!("{}", dsh_tui::NOT_A_TERMINAL);
+        note!("{}", dsh_tui::NOT_A_TERMINAL);
         return Ok(ExitCode::from(2));
     }
-    let cwd = std::env::current_dir()?;
-    let overrides = crate::host::overrides();
+    let cwd = crate::exec::checked_cwd(args.cwd)?;
+    let mut overrides = crate::host::overrides();
+    if let Some(model) = args.model {
+        overrides.set("model.name", model);
+    }
     let config = crate::host::load(&cwd, &overrides)?;
     // Asked before the UI takes the terminal over; a yes applies the project layer whole.
     crate::trust::ask_once(&config.home, config.project.as_ref())?;
+    let start = match args.start {
+        dsh_tui::Start::Resume(Some(id)) => {
+            dsh_tui::Start::Resume(Some(crate::sessions::resolve_id(&id)?))
+        }
+        other => other,
+    };
+    let prompt = args.prompt;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -26,14 +45,17 @@ pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
         let host = crate::host::start(&cwd, overrides).await?;
         let _watch = crate::host::watch_and_log(&host);
         let sessions = host.sessions();
+        let models = models(&host);
         let app = dsh_tui::TuiApp {
             factory: Arc::new(Factory {
                 sessions: sessions.clone(),
+                models,
             }),
             registry: sessions.registry(),
             model: sessions.route().1,
             cwd,
             start,
+            prompt,
         };
         let result = dsh_tui::run(app).await;
         host.shutdown();
@@ -42,8 +64,35 @@ pub fn run(start: dsh_tui::Start) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// What `/model` offers: the adapter's built-in models, the `[[model.catalog]]` entries and
+/// the configured model.
+fn models(host: &dsh_host::Host) -> Vec<String> {
+    let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
+        .models
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
+    if let Some(catalog) = host
+        .config()
+        .get("model.catalog")
+        .and_then(|c| c.as_array())
+    {
+        models.extend(
+            catalog
+                .iter()
+                .filter_map(|entry| entry.get("id").and_then(|id| id.as_str()))
+                .map(str::to_owned),
+        );
+    }
+    models.push(host.sessions().route().1);
+    let mut seen = std::collections::HashSet::new();
+    models.retain(|m| seen.insert(m.clone()));
+    models
+}
+
 struct Factory {
     sessions: SessionHost,
+    models: Vec<String>,
 }
 
 impl dsh_tui::SessionFactory for Factory {
@@ -64,5 +113,30 @@ impl dsh_tui::SessionFactory for Factory {
 
     fn jobs(&self, agent: &AgentHandle) -> Vec<String> {
         self.sessions.job_lines(agent)
+    }
+
+    fn models(&self) -> Vec<String> {
+        self.models.clone()
+    }
+
+    fn attach_image(
+        &self,
+        agent: &AgentHandle,
+        model: &str,
+        path: &Path,
+    ) -> anyhow::Result<Option<dsh_protocol::ContentBlock>> {
+        if self.sessions.accepts_images(agent.provider(), model) != Some(true) {
+            return Ok(None);
+        }
+        let Some(store) = self.sessions.attachments() else {
+            return Ok(None);
+        };
+        let bytes = std::fs::read(path)?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let record = store.describe(&bytes, None, name)?;
+        store.save(&record, &bytes)?;
+        Ok(Some(dsh_protocol::ContentBlock::Image {
+            attachment: serde_json::to_value(record)?,
+        }))
     }
 }

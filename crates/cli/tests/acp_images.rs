@@ -6,138 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::time::Duration;
+mod support;
 
-use serde_json::Value;
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
-use tokio::io::AsyncReadExt;
-use tokio::io::AsyncWriteExt;
-use tokio::io::BufReader;
-use tokio::net::TcpListener;
+use support::Acp;
+use support::model_server;
+use support::sse;
 
 const RED_PNG: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
 const RED_HEX: &str = "b1ff9c8ea3a780bad09b346c423d2d0e46815926879b18e841d928376a946640";
-
-fn sse(deltas: &[Value], finish: &str) -> String {
-    let chunk = |delta: &Value, finish: Option<&str>| {
-        let payload = json!({"id": "c1", "object": "chat.completion.chunk", "created": 0,
-            "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {payload}\n\n")
-    };
-    let mut out: String = deltas.iter().map(|d| chunk(d, None)).collect();
-    out.push_str(&chunk(&json!({}), Some(finish)));
-    out.push_str("data: [DONE]\n\n");
-    out
-}
-
-/// Answers each POST with the next scripted SSE body and keeps every request body.
-async fn model_server(responses: Vec<String>) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let seen = bodies.clone();
-    tokio::spawn(async move {
-        let mut responses = responses.into_iter();
-        while let Ok((stream, _)) = listener.accept().await {
-            let mut reader = BufReader::new(stream);
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':')
-                    && name.eq_ignore_ascii_case("content-length")
-                {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0; length];
-            reader.read_exact(&mut body).await.unwrap();
-            seen.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-            let sse = responses.next().unwrap_or_default();
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
-                sse.len()
-            );
-            let mut stream = reader.into_inner();
-            let _ = stream.write_all(reply.as_bytes()).await;
-            let _ = stream.shutdown().await;
-        }
-    });
-    (url, bodies)
-}
-
-struct Acp {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Acp {
-    fn start(workspace: &Path, home: &Path, model_url: &str) -> Self {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
-        for (name, _) in std::env::vars() {
-            if name.starts_with("DEEPSEEK_") || name.starts_with("DSH_") {
-                command.env_remove(name);
-            }
-        }
-        let mut child = command
-            .arg("acp")
-            .current_dir(workspace)
-            .env("DSH_HOME", home)
-            .env("DEEPSEEK_BASE_URL", model_url)
-            .env("DEEPSEEK_API_KEY", "test-key")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        Self {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
-                .await
-                .expect("dsh answers in time")
-                .unwrap()
-                .expect("dsh stdout open");
-            let frame: Value = serde_json::from_str(&line).unwrap();
-            if frame["id"] == json!(id) && frame.get("method").is_none() {
-                return frame;
-            }
-        }
-    }
-
-    async fn stop(mut self) {
-        drop(self.stdin);
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-    }
-}
 
 fn workspace_with(config: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

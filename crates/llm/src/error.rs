@@ -24,6 +24,41 @@ pub mod codes {
     pub const UNSUPPORTED_REASONING_EFFORT: &str = "UNSUPPORTED_REASONING_EFFORT";
 }
 
+/// A provider base URL must be an absolute `http(s)` URL with a host: anything else fails when
+/// the adapter is built, never as a retried transport error on the first request.
+pub(crate) fn check_base_url(url: &str) -> Result<(), LlmError> {
+    let bad = |why: String| LlmError::InvalidConfig {
+        reason: format!("base_url `{url}` is not a valid http(s) URL: {why}"),
+    };
+    let parsed = reqwest::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad(format!("the scheme is `{}`", parsed.scheme())));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(bad("it names no host".to_owned()));
+    }
+    Ok(())
+}
+
+/// Why a request never reached the server, in a person's words: the innermost cause of a
+/// transport error (`connection refused`, a DNS failure, a TLS error), not the client's
+/// generic wrapper.
+pub(crate) fn transport_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut innermost = error;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    if let Some(io) = innermost.downcast_ref::<std::io::Error>() {
+        match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => return "connection refused".to_owned(),
+            std::io::ErrorKind::ConnectionReset => return "connection reset".to_owned(),
+            std::io::ErrorKind::TimedOut => return "connection timed out".to_owned(),
+            _ => {}
+        }
+    }
+    innermost.to_string()
+}
+
 /// Errors raised outside a stream (construction, assembly). Failures of a provider attempt are
 /// not errors: they arrive in-band as a `finish` chunk.
 #[derive(Debug, thiserror::Error)]

@@ -131,11 +131,7 @@ impl OpenAiCompatibleAdapter {
                 ),
             });
         }
-        if reqwest::Url::parse(&config.base_url).is_err() {
-            return Err(LlmError::InvalidConfig {
-                reason: format!("base_url `{}` is not a URL", config.base_url),
-            });
-        }
+        crate::error::check_base_url(&config.base_url)?;
         let mut builder = reqwest::Client::builder().connect_timeout(config.connect_timeout);
         if config
             .base_url

@@ -25,9 +25,6 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "pty",
     "session-query",
     "dynamic-packages",
-    "workspace-instructions",
-    "compaction",
-    "test-fixture",
     "pwsh",
     "product-subagent",
 ];

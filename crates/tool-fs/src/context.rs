@@ -142,6 +142,9 @@ pub struct FsContext {
     pub nested: bool,
     /// Attachment support; `read_image` is registered only when this is set.
     pub images: Option<crate::read_image::ImageSupport>,
+    /// The client's editor, when the front-end reads and writes files through it (ACP
+    /// `fs/*`); set per call from the calling agent's scope.
+    pub editor: Option<std::sync::Arc<dyn dsh_tools::EditorFiles>>,
 }
 
 impl std::fmt::Debug for FsContext {
@@ -156,6 +159,7 @@ impl std::fmt::Debug for FsContext {
             .field("call_id", &self.call_id)
             .field("nested", &self.nested)
             .field("images", &self.images)
+            .field("editor", &self.editor.is_some())
             .finish()
     }
 }
@@ -173,6 +177,7 @@ impl FsContext {
             call_id: None,
             nested: false,
             images: None,
+            editor: None,
         }
     }
 

@@ -96,8 +96,12 @@ pub async fn run(
         if bytes.contains(&0) {
             return Err(FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": binary file")));
         }
-        let raw = String::from_utf8(bytes)
-            .map_err(|_| FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": invalid UTF-8 text")))?;
+        // The editor's buffer (unsaved changes included) is what gets edited, when it has one.
+        let raw = match crate::editor::read_text(&ctx, &real) {
+            Some(text) => text,
+            None => String::from_utf8(bytes)
+                .map_err(|_| FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": invalid UTF-8 text")))?,
+        };
         let crlf = dominant_is_crlf(&raw);
         let before = to_lf(&raw);
         let old = to_lf(&args.old_string);
@@ -114,7 +118,7 @@ pub async fn run(
         }
         let after = before.replace(old.as_str(), &new);
         let on_disk = if crlf { after.replace('\n', "\r\n") } else { after.clone() };
-        mutate::atomic_write(&real, on_disk.as_bytes(), false, &p)?;
+        mutate::write_file(&ctx, &real, &on_disk, false, &p)?;
         ctx.observe(&real, FileVersion::current(&real).map_or(Observation::Absent, Observation::Present));
         Ok(EditOutput { path: p, before, after })
     })

@@ -15,6 +15,7 @@
 pub mod cards;
 pub mod context;
 pub mod edit;
+mod editor;
 pub mod error;
 mod exec;
 mod fsat;

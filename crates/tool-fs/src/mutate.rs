@@ -60,6 +60,33 @@ pub(crate) fn check_write_standing(ctx: &FsContext, path: &str) -> Result<Resolv
     })
 }
 
+/// Writes `content` to `target`: through the client's editor when it writes files, else
+/// [`atomic_write`]. Returns `Ok(false)` when `create_new` found an existing file on disk.
+pub(crate) fn write_file(
+    ctx: &FsContext,
+    target: &Path,
+    content: &str,
+    create_new: bool,
+    display_path: &str,
+) -> Result<bool, FsError> {
+    if ctx.editor.as_ref().is_some_and(|e| e.can_write()) {
+        if create_new && target.exists() {
+            return Ok(false);
+        }
+        // The policy checked `target` as resolved; a link that appeared there since would
+        // send the editor's write elsewhere.
+        if std::fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(FsError::plain(format!(
+                "cannot write \"{display_path}\": it became a symbolic link after the policy check"
+            )));
+        }
+        if let Some(written) = crate::editor::write_text(ctx, target, content, display_path) {
+            return written.map(|()| true);
+        }
+    }
+    atomic_write(target, content.as_bytes(), create_new, display_path)
+}
+
 /// Atomic write: temp file beside the target, fsync, then rename (replace) or hard-link
 /// (`create_new`: fails if the target appeared meanwhile), all inside the target directory's
 /// opened handle so a concurrent symlink swap cannot redirect it. New files get 0600, existing

@@ -156,6 +156,29 @@ fn scan_lines(
     }
 }
 
+/// [`scan_lines`] over text the editor returned (already decoded).
+fn scan_text(
+    text: &str,
+    cancel: &CancellationToken,
+    mut visit: impl FnMut(&str),
+) -> Result<(), FsError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut segments = text.split('\n').peekable();
+    let mut count: u64 = 0;
+    while let Some(segment) = segments.next() {
+        // The segment after a final newline is not a line.
+        if segments.peek().is_none() && segment.is_empty() {
+            break;
+        }
+        count += 1;
+        if count.is_multiple_of(4096) && cancel.is_cancelled() {
+            return Err(FsError::aborted());
+        }
+        visit(segment);
+    }
+    Ok(())
+}
+
 fn read_window(
     ctx: &FsContext,
     cancel: &CancellationToken,
@@ -188,10 +211,12 @@ fn read_window(
     let mut lines = Vec::new();
     let mut used = 0usize;
     let mut capped = false;
+    // Opened here even when the editor supplies the text: the checks on the file itself
+    // (secret links, what it resolves to) apply either way.
     let file = crate::fsat::open_read(&real)
         .map_err(|err| FsError::io(&format!("cannot read \"{p}\""), &err))?;
     refuse_secret_link(ctx, &file, &display_path)?;
-    scan_lines(file, &p, cancel, |segment| {
+    let visit = |segment: &str| {
         total += 1;
         if total < offset || capped || lines.len() as u64 >= limit {
             return;
@@ -211,7 +236,11 @@ fn read_window(
             number: total,
             text: line,
         });
-    })?;
+    };
+    match crate::editor::read_text(ctx, &real) {
+        Some(text) => scan_text(&text, cancel, visit)?,
+        None => scan_lines(file, &p, cancel, visit)?,
+    }
     if offset > total && !(total == 0 && offset == 1) {
         return Err(FsError::coded(
             codes::FS_NOT_FOUND,

@@ -112,6 +112,7 @@ fn call_context(base: &FsContext, run: &ToolRun) -> FsContext {
     let mut ctx = base.clone();
     ctx.call_id = Some(run.call_id().to_owned());
     ctx.nested = run.parent().is_some();
+    ctx.editor = dsh_tools::editor_files(run);
     ctx.approver = Some(Arc::new(RunApprover {
         agent: run.agent().cloned(),
         call_id: run.call_id().to_owned(),

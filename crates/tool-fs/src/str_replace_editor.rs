@@ -124,7 +124,7 @@ fn execute(args: &StrReplaceEditorArgs, ctx: &FsContext) -> Result<String, FsErr
                 )));
             }
             let target = mutate::check_write_standing(ctx, p)?;
-            if !mutate::atomic_write(&target.real, text.as_bytes(), true, p)? {
+            if !mutate::write_file(ctx, &target.real, text, true, p)? {
                 return Err(FsError::plain(format!(
                     "File already exists at: {p}. Cannot overwrite files using command `create`."
                 )));
@@ -145,6 +145,10 @@ fn read_raw(ctx: &FsContext, real: &Path, path: &str) -> Result<String, FsError>
     let io = |err: std::io::Error| FsError::io(&format!("cannot read \"{path}\""), &err);
     let file = crate::fsat::open_read(real).map_err(io)?;
     crate::read::refuse_secret_link(ctx, &file, Path::new(path))?;
+    // The checks above apply to the file; its text may come from the editor's buffer.
+    if let Some(text) = crate::editor::read_text(ctx, real) {
+        return Ok(text);
+    }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io)?;
     if bytes[..bytes.len().min(8192)].contains(&0) {
@@ -288,7 +292,7 @@ fn replace_if_version(
             "cannot edit \"{p}\": file changed since it was read"
         )));
     }
-    mutate::atomic_write(real, content.as_bytes(), false, p)?;
+    mutate::write_file(ctx, real, content, false, p)?;
     ctx.observe(
         real,
         FileVersion::current(real).map_or(Observation::Absent, Observation::Present),

@@ -112,13 +112,14 @@ pub async fn run(
         let before = match operation {
             WriteOperation::Create => None,
             WriteOperation::Update if content.len() >= limit => None,
-            WriteOperation::Update => crate::fsat::read(&real)
-                .ok()
+            WriteOperation::Update => crate::editor::read_text(&ctx, &real)
+                .map(String::into_bytes)
+                .or_else(|| crate::fsat::read(&real).ok())
                 .filter(|bytes| bytes.len() < limit && !bytes.contains(&0))
                 .and_then(|bytes| String::from_utf8(bytes).ok())
                 .map(|text| to_lf(&text)),
         };
-        if !mutate::atomic_write(&real, content.as_bytes(), create_new, &p)? {
+        if !mutate::write_file(&ctx, &real, &content, create_new, &p)? {
             return Err(mutate::not_observed(format!(
                 "cannot overwrite existing \"{p}\" without reading it first"
             )));

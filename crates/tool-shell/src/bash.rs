@@ -85,6 +85,9 @@ pub struct StreamText {
     pub truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_path: Option<String>,
+    /// Why the full stream was not kept, when it was truncated and has no spill file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_missing: Option<String>,
 }
 
 /// How the sandbox treated a foreground run (present only with a confining executor).
@@ -101,6 +104,9 @@ pub struct SandboxReport {
 }
 
 /// The canonical value of a `bash` call.
+// The foreground variant is the common one and is built once per call; boxing it would only
+// add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "kind",
@@ -296,6 +302,22 @@ pub async fn run(
     ctx: &ShellContext,
     cancel: CancellationToken,
 ) -> Result<BashOutput, ShellError> {
+    run_in(args, ctx, cancel, None).await
+}
+
+/// A client terminal to run a foreground call in, and the call it shows on.
+pub struct ClientTerminal {
+    pub terminals: std::sync::Arc<dyn dsh_tools::ClientTerminals>,
+    pub call_id: String,
+}
+
+/// [`run`], with the foreground command run in the client's terminal when one is given.
+pub async fn run_in(
+    args: BashArgs,
+    ctx: &ShellContext,
+    cancel: CancellationToken,
+    terminal: Option<ClientTerminal>,
+) -> Result<BashOutput, ShellError> {
     validate(&args, ctx)?;
     let escalated;
     let ctx = match (args.sandbox_permissions, &ctx.sandbox) {
@@ -329,6 +351,17 @@ pub async fn run(
         .timeout_ms
         .unwrap_or(ctx.config.timeout_ms as f64)
         .min(ctx.config.max_timeout_ms as f64);
+    if let Some(terminal) = terminal {
+        return crate::client_terminal::run(
+            &args,
+            ctx,
+            terminal.terminals,
+            &terminal.call_id,
+            timeout_ms,
+            &cancel,
+        )
+        .await;
+    }
     match foreground(&args, ctx, &cancel, timeout_ms).await {
         // A daemon socket the sandbox masks vanished between the scan and the launch: the
         // runner could not place its mask. Not the command's fault: look again and retry once.
@@ -415,6 +448,7 @@ async fn foreground(
         text: snap.text,
         truncated: snap.truncated,
         spill_path: snap.spill_path,
+        spill_missing: snap.spill_missing,
     };
     let stdout = to_stream(stdout.snapshot());
     let stderr = to_stream(stderr.snapshot());
@@ -474,7 +508,7 @@ pub fn render_text_with(output: &BashOutput, escalation_hint: bool) -> String {
     };
     let stream = |s: &StreamText| {
         if s.truncated {
-            let path = s.spill_path.as_deref().unwrap_or("(unavailable)");
+            let path = full_output(s.spill_path.as_deref(), s.spill_missing.as_deref());
             format!("{}\n[output truncated; full output: {path}]", s.text)
         } else {
             s.text.clone()
@@ -533,6 +567,15 @@ pub fn render_with(
         output,
         escalation_hint,
     ))]
+}
+
+/// Where the full output is: the spill path, or `(unavailable: <why>)`.
+pub(crate) fn full_output(path: Option<&str>, missing: Option<&str>) -> String {
+    match (path, missing) {
+        (Some(path), _) => path.to_owned(),
+        (None, Some(why)) => format!("(unavailable: {why})"),
+        (None, None) => "(unavailable)".to_owned(),
+    }
 }
 
 /// The pending card.

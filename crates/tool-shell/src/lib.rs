@@ -16,6 +16,7 @@
 mod background;
 pub mod bash;
 mod capture;
+mod client_terminal;
 mod context;
 mod error;
 pub mod escalation;

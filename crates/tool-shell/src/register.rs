@@ -147,6 +147,11 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
             let jobs = jobs.clone();
             let sandbox = sandbox.clone();
             let route = approval_route(&run);
+            let terminal =
+                dsh_tools::client_terminals(&run).map(|terminals| crate::bash::ClientTerminal {
+                    terminals,
+                    call_id: run.call_id().to_owned(),
+                });
             let tap = dsh_tools::output_sink(&run).map(|sink| OutputTap {
                 sink,
                 call_id: Arc::from(run.call_id()),
@@ -173,7 +178,7 @@ fn bash_definition(tools: &ShellTools) -> Result<ToolDefinition, DefineError> {
                 if ctx.output.is_none() {
                     ctx.output = tap;
                 }
-                let output = bash::run(args, &ctx, run.signal().clone()).await?;
+                let output = bash::run_in(args, &ctx, run.signal().clone(), terminal).await?;
                 Ok(output)
             }
         })

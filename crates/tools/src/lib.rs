@@ -8,8 +8,9 @@
 //! pipeline (pre-execute → approval → guards → around-dispatch → body → post-execute →
 //! finalize → result observers) including cancellation, and the vocabulary every tool crate shares:
 //! presentation cards, the standing [`SandboxMode`], and image attachments ([`ImageAttachment`],
-//! [`AttachmentStore`], [`sniff_image`]), and the live-output seam front-ends provide
-//! ([`ToolOutputSink`]).
+//! [`AttachmentStore`], [`sniff_image`]), and the seams front-ends provide: live output
+//! ([`ToolOutputSink`]), file access through the client's editor ([`EditorFiles`]) and
+//! commands in the client's terminals ([`ClientTerminals`]).
 //! Does not own: which tools exist (`dsh-tool-*`), when calls run (`dsh-agent`), Code Mode's
 //! `run_code` and SDK text (behind [`CodeModeTransport`]), timeouts (a wrapper plugin).
 //! Must not depend on: `dsh-agent`, `dsh-session`, any concrete tool crate.
@@ -17,6 +18,7 @@
 mod attachment;
 mod card;
 mod definition;
+mod editor;
 mod error;
 mod execution;
 mod hooks;
@@ -25,6 +27,7 @@ mod pipeline;
 mod registry;
 mod result;
 mod sandbox;
+mod terminal;
 
 pub use attachment::AttachmentStore;
 pub use attachment::ImageAttachment;
@@ -47,6 +50,9 @@ pub use definition::FinalizeFn;
 pub use definition::Tool;
 pub use definition::ToolBuilder;
 pub use definition::ToolDefinition;
+pub use editor::EditorFiles;
+pub use editor::editor_files;
+pub use editor::editor_files_in;
 pub use error::DefineError;
 pub use error::FailureInfo;
 pub use error::PresentAsError;
@@ -86,6 +92,7 @@ pub use output::ToolOutputSink;
 pub use output::output_sink;
 pub use output::output_sink_in;
 pub use pipeline::Dispatched;
+pub use pipeline::MAX_ARGUMENT_BYTES;
 pub use pipeline::Prepared;
 pub use registry::RegistryConfig;
 pub use registry::ToolFilter;
@@ -95,4 +102,9 @@ pub use result::ToolResult;
 pub use sandbox::ApprovalPolicy;
 pub use sandbox::NetworkAccess;
 pub use sandbox::SandboxMode;
+pub use terminal::ClientTerminals;
+pub use terminal::TerminalCommand;
+pub use terminal::TerminalOutcome;
+pub use terminal::client_terminals;
+pub use terminal::client_terminals_in;
 pub use tokio_util::sync::CancellationToken;

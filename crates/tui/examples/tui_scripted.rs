@@ -35,6 +35,7 @@ async fn main() -> anyhow::Result<()> {
         model: "scripted-model".into(),
         cwd: factory.workspace.clone(),
         start: dsh_tui::Start::New,
+        prompt: std::env::args().nth(2),
     };
     dsh_tui::run(app).await
 }

@@ -58,13 +58,20 @@ pub trait SessionFactory: Send + Sync {
         let _ = agent;
         Vec::new()
     }
-    /// Models `/model` offers.
+    /// Models `/model` offers (the model catalog). Empty: any name is accepted.
     fn models(&self) -> Vec<String> {
         Vec::new()
     }
-    /// Changes the model of sessions created from now on.
-    fn set_model(&self, model: &str) -> anyhow::Result<()> {
-        anyhow::bail!("this build cannot switch to {model}: set `model` in the config instead")
+    /// An image mentioned by `@path` as a content block for `model`, stored where the session's
+    /// images are kept; `None` when `model` does not take images (the path alone is sent).
+    fn attach_image(
+        &self,
+        agent: &AgentHandle,
+        model: &str,
+        path: &Path,
+    ) -> anyhow::Result<Option<dsh_protocol::ContentBlock>> {
+        let _ = (agent, model, path);
+        Ok(None)
     }
 }
 
@@ -85,6 +92,8 @@ pub struct TuiApp {
     pub model: String,
     pub cwd: PathBuf,
     pub start: Start,
+    /// `dsh "prompt"`: sent as soon as the UI is up.
+    pub prompt: Option<String>,
 }
 
 impl std::fmt::Debug for TuiApp {
@@ -116,13 +125,17 @@ impl TuiApp {
                 self.factory.resume(&newest.id)?
             }
         };
-        Ok(Controller::new(
+        let mut controller = Controller::new(
             self.factory.clone(),
             self.registry.clone(),
             self.model.clone(),
             self.cwd.clone(),
             agent,
-        ))
+        );
+        if let Some(prompt) = self.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
+            controller.send(prompt);
+        }
+        Ok(controller)
     }
 }
 
@@ -139,6 +152,10 @@ pub async fn run(app: TuiApp) -> anyhow::Result<()> {
     controller.shutdown().await;
     drop(terminal);
     drop(guard);
+    // Back on the normal screen: the conversation goes to the scrollback, then how to return.
+    let width = crossterm::terminal::size().map_or(100, |(w, _)| w as usize);
+    let mut stdout = io::stdout().lock();
+    let _ = crate::scrollback::print(&mut stdout, &controller, width);
     result
 }
 
@@ -154,15 +171,20 @@ where
 {
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("cannot watch SIGTERM")?;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut ticks: u64 = 0;
     controller.refresh_jobs();
+    controller.mark_dirty();
     loop {
         controller.pump();
-        terminal.draw(|frame| {
-            controller.page = frame.area().height.saturating_sub(5) as usize;
-            render(&controller.state, frame);
-        })?;
+        // Only changes (and the spinner or a running card's clock) redraw: an idle tick
+        // draws nothing.
+        if controller.take_dirty() {
+            terminal.draw(|frame| {
+                controller.page = frame.area().height.saturating_sub(5) as usize;
+                render(&controller.state, frame);
+            })?;
+        }
         if controller.should_quit() {
             return Ok(());
         }
@@ -175,7 +197,7 @@ where
             () = controller.changed() => {}
             _ = tick.tick() => {
                 ticks += 1;
-                if ticks.is_multiple_of(4) {
+                if ticks.is_multiple_of(10) {
                     controller.refresh_jobs();
                 }
             }

@@ -26,6 +26,8 @@ pub enum Answer {
 
 impl Answer {
     pub const ALL: [Answer; 3] = [Answer::Once, Answer::Session, Answer::Reject];
+    /// A sandbox escalation is decided per call: no session-wide grant is offered.
+    pub const ONCE_OR_REJECT: [Answer; 2] = [Answer::Once, Answer::Reject];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -52,9 +54,14 @@ pub struct PendingApproval {
     pub reason: Option<String>,
     /// The asking call's token: once cancelled, the prompt is stale.
     pub signal: CancellationToken,
-    /// Highlighted option (index into [`Answer::ALL`]).
+    /// Highlighted option (index into [`PendingApproval::answers`]).
     pub selected: usize,
     reply: Option<oneshot::Sender<Answer>>,
+}
+
+/// Whether an approval reason asks for a wider sandbox (`escalate sandbox to <mode>: …`).
+pub fn is_escalation(reason: Option<&str>) -> bool {
+    reason.is_some_and(|r| r.starts_with("escalate sandbox to "))
 }
 
 impl PendingApproval {
@@ -67,6 +74,15 @@ impl PendingApproval {
             signal: CancellationToken::new(),
             selected: 0,
             reply: None,
+        }
+    }
+
+    /// The answers this prompt offers.
+    pub fn answers(&self) -> &'static [Answer] {
+        if is_escalation(self.reason.as_deref()) {
+            &Answer::ONCE_OR_REJECT
+        } else {
+            &Answer::ALL
         }
     }
 
@@ -149,11 +165,14 @@ impl TuiApproval {
 
 impl ApprovalService for TuiApproval {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
-        let granted = self
-            .granted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&request.tool_name);
+        // A session grant covers a tool's ordinary asks, never a wider sandbox.
+        let escalation = is_escalation(request.reason.as_deref());
+        let granted = !escalation
+            && self
+                .granted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&request.tool_name);
         if granted || self.auto.load(Ordering::Relaxed) {
             return Box::pin(std::future::ready(ApprovalOutcome::AllowedOnce));
         }
@@ -176,6 +195,7 @@ impl ApprovalService for TuiApproval {
             tokio::select! {
                 answer = answer => match answer {
                     Ok(Answer::Once) => ApprovalOutcome::AllowedOnce,
+                    Ok(Answer::Session) if escalation => ApprovalOutcome::AllowedOnce,
                     Ok(Answer::Session) => {
                         memory.lock().unwrap_or_else(PoisonError::into_inner).insert(tool);
                         ApprovalOutcome::AllowedOnce

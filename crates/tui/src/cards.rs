@@ -139,7 +139,57 @@ pub fn card_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<(Line<'static>, us
     out
 }
 
+/// The todo list a `todo_write` call sets, one line per item.
+fn todo_lines(arguments: &serde_json::Value) -> Option<Vec<Line<'static>>> {
+    let todos = arguments.get("todos")?.as_array()?;
+    let lines = todos
+        .iter()
+        .map(|todo| {
+            let content = todo["content"].as_str().unwrap_or_default().to_owned();
+            match todo["status"].as_str() {
+                Some("completed") => Line::from(vec![
+                    Span::styled("☑ ", Style::default().fg(Color::Green)),
+                    Span::styled(content, dim().add_modifier(Modifier::CROSSED_OUT)),
+                ]),
+                Some("in_progress") => Line::from(vec![
+                    Span::styled("◐ ", Style::default().fg(Color::Yellow)),
+                    Span::styled(content, Style::default().add_modifier(Modifier::BOLD)),
+                ]),
+                _ => Line::from(vec![Span::styled("☐ ", dim()), Span::raw(content)]),
+            }
+        })
+        .collect();
+    Some(lines)
+}
+
+/// A terminal call's description, shown on its card for as long as the card is shown.
+fn description(entry: &ToolEntry) -> Option<Line<'static>> {
+    match &entry.call {
+        ToolCallView::Terminal {
+            description: Some(description),
+            ..
+        } if !description.trim().is_empty() => Some(Line::from(Span::styled(
+            description.clone(),
+            dim().add_modifier(Modifier::ITALIC),
+        ))),
+        _ => None,
+    }
+}
+
 fn body_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<Line<'static>> {
+    let mut out: Vec<Line<'static>> = description(entry).into_iter().collect();
+    if entry.name == "todo_write"
+        && entry.state != ToolState::Failed
+        && let Some(todos) = todo_lines(&entry.arguments)
+    {
+        out.extend(todos);
+        return out;
+    }
+    out.extend(result_body(entry, ctx));
+    out
+}
+
+fn result_body(entry: &ToolEntry, ctx: CardContext) -> Vec<Line<'static>> {
     match (&entry.result, &entry.call) {
         (Some(ToolResultView::Diff { diffs, .. }), _) => diff_lines(diffs, ctx.expanded),
         (None, ToolCallView::Diff { diffs, .. }) if entry.state == ToolState::Running => {
@@ -152,17 +202,13 @@ fn body_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<Line<'static>> {
                 .unwrap_or_default();
             terminal_lines(&text, ctx.expanded)
         }
-        (None, ToolCallView::Terminal { description, .. }) => {
-            let mut lines = Vec::new();
-            if let Some(description) = description {
-                lines.push(Line::from(Span::styled(description.clone(), dim())));
+        (None, ToolCallView::Terminal { .. }) => match &entry.output {
+            Some(output) if entry.state == ToolState::Failed => {
+                text_lines(output, entry.state, ctx.expanded)
             }
-            match &entry.output {
-                Some(output) => lines.extend(terminal_lines(output, ctx.expanded)),
-                None => lines.push(Line::from(Span::styled("│ (waiting for output…)", dim()))),
-            }
-            lines
-        }
+            Some(output) => terminal_lines(output, ctx.expanded),
+            None => vec![Line::from(Span::styled("│ (waiting for output…)", dim()))],
+        },
         (
             Some(ToolResultView::Read {
                 path,
@@ -225,13 +271,21 @@ fn more(hidden: usize) -> Line<'static> {
     ))
 }
 
+/// Text without Markdown fence lines (a presenter may fence console output; the card shows
+/// the text itself).
+fn unfenced(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("```"))
+        .collect()
+}
+
 fn text_lines(text: &str, state: ToolState, expanded: bool) -> Vec<Line<'static>> {
     let style = if state == ToolState::Failed {
         Style::default().fg(Color::Red)
     } else {
         dim()
     };
-    let all: Vec<&str> = text.lines().collect();
+    let all = unfenced(text);
     let limit = if expanded { usize::MAX } else { 3 };
     let mut out: Vec<Line<'static>> = all
         .iter()
@@ -408,5 +462,82 @@ fn web_lines(web: &WebView) -> Vec<Line<'static>> {
                 dim(),
             ))]
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_protocol::ContentBlock;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    use super::*;
+
+    fn entry(name: &str, arguments: serde_json::Value, state: ToolState) -> ToolEntry {
+        ToolEntry {
+            call_id: "c".into(),
+            name: name.into(),
+            arguments,
+            call: ToolCallView::Generic {
+                title: "Update todo list".into(),
+                kind: None,
+                raw_input: None,
+                content: None,
+                locations: None,
+            },
+            result: None,
+            output: None,
+            state,
+            started_ms: 0,
+            ended_ms: Some(1200),
+        }
+    }
+
+    fn text(lines: &[(Line<'static>, usize)]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|(l, _)| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    const CTX: CardContext = CardContext {
+        expanded: false,
+        now_ms: 0,
+        awaiting_approval: false,
+    };
+
+    #[test]
+    fn a_todo_card_lists_its_items() {
+        let todos = json!({"todos": [
+            {"content": "read the code", "status": "completed"},
+            {"content": "fix the bug", "status": "in_progress"},
+            {"content": "ship", "status": "pending"}
+        ]});
+        let lines = card_lines(&entry("todo_write", todos, ToolState::Done), CTX);
+        assert_eq!(
+            text(&lines),
+            [
+                "✓ Update todo list  1.2s",
+                "  ☑ read the code",
+                "  ◐ fix the bug",
+                "  ☐ ship"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failed_card_shows_its_text_without_fences() {
+        let mut failed = entry("bash", json!({}), ToolState::Failed);
+        failed.result = Some(ToolResultView::Generic {
+            title: None,
+            content: Some(vec![ContentBlock::text(
+                "```console\nError: spawn failed\n```",
+            )]),
+        });
+        let lines = card_lines(&failed, CTX);
+        assert_eq!(
+            text(&lines),
+            ["✗ Update todo list  failed 1.2s", "  Error: spawn failed"]
+        );
     }
 }

@@ -30,7 +30,6 @@ use crate::app::SessionFactory;
 use crate::approval::Answer;
 use crate::approval::PendingApproval;
 use crate::approval::TuiApproval;
-use crate::input;
 use crate::live::LiveOutput;
 use crate::model::NoticeLevel;
 use crate::model::Presenters;
@@ -39,26 +38,28 @@ use crate::state::Completion;
 use crate::state::UiState;
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
-const COMPLETION_ITEMS: usize = 6;
-const MAX_COMPLETION_FILES: usize = 20_000;
+const APPROVAL_FIRST: &str = "answer the approval first: y allow · n reject · esc cancels the turn";
+const COMPLETION_ITEMS: usize = 20;
 
-pub(crate) const HELP: &[&str] = &[
-    "Commands",
-    "  /help                   this help",
-    "  /new                    new session in this folder",
-    "  /resume [ID]            list or reopen sessions",
-    "  /model [NAME]           show or set the model",
-    "  /mode native|code|both  how tools are offered",
-    "  /approval [ask|auto]    prompt, or allow all",
-    "  /jobs                   background jobs",
-    "  /quit                   leave (or ctrl-c twice)",
-    "",
+/// The UI's own commands: name, argument hint, description.
+pub(crate) const BUILTINS: &[(&str, &str, &str)] = &[
+    ("help", "", "this help"),
+    ("new", "", "new session in this folder"),
+    ("resume", "[ID]", "reopen a stored session"),
+    ("model", "[NAME]", "switch this session's model"),
+    ("mode", "native|code|both", "how tools are offered"),
+    ("approval", "[ask|auto]", "prompt, or allow all"),
+    ("jobs", "", "background jobs"),
+    ("quit", "", "leave (or ctrl-c twice)"),
+];
+
+pub(crate) const KEYS: &[&str] = &[
     "Keys",
     "  enter send · alt-enter/ctrl-j newline",
     "  ↑↓ history · pgup/pgdn scroll",
     "  esc cancel the running turn",
     "  ctrl-o tool output · ctrl-t reasoning",
-    "  @path then tab: complete a file",
+    "  / commands (tab completes) · @path files",
     "  approvals: y once · a session · n reject",
 ];
 
@@ -68,9 +69,51 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Whether a mention is exactly what is typed (a quoted file mention closes its quote).
+fn mention_is(mention: &str, token: &str) -> bool {
+    mention == token || mention.strip_suffix('"') == Some(token)
+}
+
+/// The `@path` / `@"path"` mentions of a prompt, in order.
+pub(crate) fn mentioned_paths(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    let mut at_start = true;
+    while let Some(at) = rest.find('@') {
+        let before_ok = if at == 0 {
+            at_start
+        } else {
+            rest[..at].chars().last().is_some_and(char::is_whitespace)
+        };
+        let after = &rest[at + 1..];
+        at_start = false;
+        if !before_ok {
+            rest = after;
+            continue;
+        }
+        let (path, next) = match after.strip_prefix('"') {
+            Some(quoted) => match quoted.find('"') {
+                Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                None => (quoted, ""),
+            },
+            None => {
+                let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        if !path.is_empty() {
+            out.push(path.to_owned());
+        }
+        rest = next;
+    }
+    out
+}
+
 /// One attached agent: its event feed, presenters and what the UI registered on its scope.
 struct Session {
     agent: AgentHandle,
+    /// `/model NAME`: the request hook that switches this session's model.
+    model: Option<Disposer>,
     events: broadcast::Receiver<Arc<Event>>,
     /// The log's sender is gone: stop polling it (a closed receiver is always ready).
     closed: bool,
@@ -89,14 +132,26 @@ pub struct Controller {
     session: Session,
     approval: TuiApproval,
     approvals: mpsc::UnboundedReceiver<PendingApproval>,
-    files: Option<Vec<String>>,
+    /// `@path` candidates (the composed service if the host provides one).
+    references: Arc<dsh_references::FileReferences>,
     output_tx: LiveOutput,
     output_rx: mpsc::Receiver<(String, String)>,
     last_ctrl_c: Option<Instant>,
     quit: bool,
     /// Body height of the last frame (for page scrolling).
     pub page: usize,
+    /// Something changed since the last frame.
+    dirty: bool,
+    /// The context-fill projection (a composed meter if the host provides one).
+    meter: Arc<dsh_token_meter::TokenMeter>,
+    /// Finished registry commands: the line and how it ended.
+    command_tx: mpsc::UnboundedSender<(String, CommandOutcome)>,
+    command_rx: mpsc::UnboundedReceiver<(String, CommandOutcome)>,
+    /// Models `/model` offers.
+    models: Vec<String>,
 }
+
+type CommandOutcome = Result<Option<dsh_commands::Executed>, dsh_commands::CommandError>;
 
 impl std::fmt::Debug for Controller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,7 +179,24 @@ impl Controller {
                 .notice(NoticeLevel::Info, "session resumed from its log");
         }
         state.now_ms = now_ms();
-        Self {
+        let meter = session
+            .agent
+            .scope()
+            .service::<dsh_token_meter::TokenMeter>()
+            .unwrap_or_default();
+        let (command_tx, command_rx) = mpsc::unbounded_channel();
+        let references = session
+            .agent
+            .scope()
+            .service::<dsh_references::FileReferences>()
+            .unwrap_or_default();
+        let models = factory.models();
+        let mut controller = Self {
+            dirty: true,
+            meter,
+            command_tx,
+            command_rx,
+            models,
             output_tx,
             output_rx,
             state,
@@ -134,11 +206,48 @@ impl Controller {
             session,
             approval,
             approvals,
-            files: None,
+            references,
             last_ctrl_c: None,
             quit: false,
             page: 20,
-        }
+        };
+        controller.update_context();
+        controller
+    }
+
+    /// Whether the screen must be drawn again; clears the flag. Idle frames are never redrawn.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Marks the screen stale (a resize, a test).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Something on screen moves with the clock: the spinner, a running card's duration.
+    fn animating(&self) -> bool {
+        self.state.busy || self.state.transcript.running_calls().next().is_some()
+    }
+
+    /// The context fill from the token meter: the newest prompt size (plus what was added since)
+    /// over the context window of the route's model.
+    fn update_context(&mut self) {
+        let pressure = self.meter.pressure(self.session.agent.log());
+        let window = pressure.context_window.or_else(|| {
+            let agent = &self.session.agent;
+            agent
+                .adapter()
+                .model_info(&self.state.model)
+                .map(|info| info.context_window)
+        });
+        self.state.context = match (pressure.projected_tokens, window) {
+            (Some(used), Some(window)) if window > 0 => Some(crate::state::ContextFill {
+                used_tokens: used,
+                window_tokens: window,
+            }),
+            _ => None,
+        };
     }
 
     pub fn agent(&self) -> &AgentHandle {
@@ -163,7 +272,8 @@ impl Controller {
         self.quit = true;
     }
 
-    /// Waits until an agent event or an approval prompt arrives (for the event loop).
+    /// Waits until an agent event, an approval prompt, live output or a command result
+    /// arrives (for the event loop).
     pub async fn changed(&mut self) {
         tokio::select! {
             event = self.session.events.recv(), if !self.session.closed => self.on_event(event),
@@ -177,15 +287,25 @@ impl Controller {
                     self.state.transcript.append_output(&call_id, &chunk);
                 }
             }
+            done = self.command_rx.recv() => {
+                if let Some((line, outcome)) = done {
+                    self.command_done(&line, outcome);
+                }
+            }
         }
+        self.dirty = true;
         self.pump();
     }
 
     /// Applies every agent event and prompt already queued, and refreshes clocks and flags.
     pub fn pump(&mut self) {
+        let mut events = false;
         loop {
             match self.session.events.try_recv() {
-                Ok(event) => self.on_event(Ok(event)),
+                Ok(event) => {
+                    events = true;
+                    self.on_event(Ok(event));
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Closed) => {
                     self.session.closed = true;
@@ -197,10 +317,19 @@ impl Controller {
             }
         }
         while let Ok(pending) = self.approvals.try_recv() {
+            self.dirty = true;
             self.state.approvals.push_back(pending);
         }
         while let Ok((call_id, chunk)) = self.output_rx.try_recv() {
+            self.dirty = true;
             self.state.transcript.append_output(&call_id, &chunk);
+        }
+        while let Ok((line, outcome)) = self.command_rx.try_recv() {
+            self.command_done(&line, outcome);
+        }
+        if events {
+            self.dirty = true;
+            self.update_context();
         }
         self.tick();
     }
@@ -208,8 +337,16 @@ impl Controller {
     /// Time-driven updates: running durations, stale prompts, the quit hint.
     pub fn tick(&mut self) {
         self.state.now_ms = now_ms();
-        self.state.busy = self.session.agent.status() == AgentStatus::Running;
-        self.state.queued = self
+        let busy = self.session.agent.status() == AgentStatus::Running;
+        if busy != self.state.busy {
+            self.dirty = true;
+            self.state.busy_since_ms = busy.then_some(self.state.now_ms);
+        }
+        self.state.busy = busy;
+        if self.animating() {
+            self.dirty = true;
+        }
+        let queued: Vec<String> = self
             .session
             .agent
             .pending()
@@ -217,21 +354,34 @@ impl Controller {
             .iter()
             .map(|message| dsh_protocol::text_of(&message.content))
             .collect();
+        if queued != self.state.queued {
+            self.dirty = true;
+            self.state.queued = queued;
+        }
+        let before = self.state.approvals.len();
         self.state
             .approvals
             .retain(|pending| !pending.signal.is_cancelled());
+        if self.state.approvals.len() != before {
+            self.dirty = true;
+        }
         if self
             .last_ctrl_c
             .is_some_and(|at| at.elapsed() > QUIT_WINDOW)
         {
             self.last_ctrl_c = None;
             self.state.hint = None;
+            self.dirty = true;
         }
     }
 
     /// Refreshes the job list from the factory (cheap, but not every frame).
     pub fn refresh_jobs(&mut self) {
-        self.state.jobs = self.factory.jobs(&self.session.agent);
+        let jobs = self.factory.jobs(&self.session.agent);
+        if jobs != self.state.jobs {
+            self.dirty = true;
+            self.state.jobs = jobs;
+        }
     }
 
     fn on_event(&mut self, event: Result<Arc<Event>, broadcast::error::RecvError>) {
@@ -251,26 +401,44 @@ impl Controller {
     pub fn handle(&mut self, event: TermEvent) {
         match event {
             TermEvent::Key(key) if key.kind != KeyEventKind::Release => self.on_key(key),
-            TermEvent::Paste(text)
-                if self.state.approvals.is_empty() && self.state.overlay.is_none() =>
-            {
+            TermEvent::Paste(text) => {
+                self.dirty = true;
+                if !self.state.approvals.is_empty() {
+                    self.state.hint = Some(APPROVAL_FIRST.to_owned());
+                    return;
+                }
+                // A paste closes what covers the input; it is never dropped.
+                self.state.overlay = None;
+                self.state.picker = None;
                 self.state.editor.paste(&text);
+                self.after_edit(false);
             }
+            TermEvent::Resize(..) => self.dirty = true,
             _ => {}
         }
     }
 
     pub fn on_key(&mut self, key: KeyEvent) {
+        self.dirty = true;
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && key.code == KeyCode::Char('c') {
             self.ctrl_c();
             return;
         }
-        if self.state.overlay.is_some() {
-            if matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
-                self.state.overlay = None;
-            }
+        if self.state.picker.is_some() {
+            self.picker_key(key);
             return;
+        }
+        if self.state.overlay.is_some() {
+            match key.code {
+                KeyCode::Esc | KeyCode::Enter => {
+                    self.state.overlay = None;
+                    return;
+                }
+                // Anything else closes the panel and goes on to the input: typing is never
+                // swallowed.
+                _ => self.state.overlay = None,
+            }
         }
         match key.code {
             KeyCode::PageUp => {
@@ -293,6 +461,9 @@ impl Controller {
         }
         if !self.state.approvals.is_empty() {
             self.approval_key(key);
+            return;
+        }
+        if self.state.palette.is_some() && self.palette_key(key) {
             return;
         }
         if self.state.completion.is_some() && self.completion_key(key) {
@@ -325,12 +496,18 @@ impl Controller {
             KeyCode::Up => editor.up(),
             KeyCode::Down => editor.down(),
             KeyCode::Tab => {
-                self.update_completion(true);
+                self.after_edit(true);
                 return;
             }
             _ => {}
         }
-        self.update_completion(false);
+        self.after_edit(false);
+    }
+
+    /// After the input changed: refresh the `@path` completion and the command palette.
+    fn after_edit(&mut self, explicit: bool) {
+        self.update_completion(explicit);
+        self.update_palette();
     }
 
     fn ctrl_c(&mut self) {
@@ -357,22 +534,31 @@ impl Controller {
         };
         let answer = match key.code {
             KeyCode::Char('y') | KeyCode::Char('1') => Some(Answer::Once),
-            KeyCode::Char('a') | KeyCode::Char('2') => Some(Answer::Session),
+            KeyCode::Char('a') | KeyCode::Char('2')
+                if front.answers().contains(&Answer::Session) =>
+            {
+                Some(Answer::Session)
+            }
             KeyCode::Char('n') | KeyCode::Char('3') => Some(Answer::Reject),
-            KeyCode::Enter => Answer::ALL.get(front.selected).copied(),
+            KeyCode::Enter => front.answers().get(front.selected).copied(),
             KeyCode::Left | KeyCode::Up | KeyCode::BackTab => {
-                front.selected = (front.selected + Answer::ALL.len() - 1) % Answer::ALL.len();
+                let n = front.answers().len();
+                front.selected = (front.selected + n - 1) % n;
                 None
             }
             KeyCode::Right | KeyCode::Down | KeyCode::Tab => {
-                front.selected = (front.selected + 1) % Answer::ALL.len();
+                front.selected = (front.selected + 1) % front.answers().len();
                 None
             }
             KeyCode::Esc => {
                 self.session.agent.cancel(CancelCause::User, false);
                 None
             }
-            _ => None,
+            _ => {
+                // Not an answer: say so instead of dropping the key.
+                self.state.hint = Some(APPROVAL_FIRST.to_owned());
+                None
+            }
         };
         if let Some(answer) = answer
             && let Some(pending) = self.state.approvals.pop_front()
@@ -397,10 +583,17 @@ impl Controller {
                 true
             }
             KeyCode::Tab | KeyCode::Enter => {
-                if let Some(item) = completion.items.get(completion.selected).cloned() {
-                    self.state.editor.complete_at(&item);
-                }
+                let token = completion.token.clone();
+                let Some(item) = completion.items.get(completion.selected).cloned() else {
+                    self.state.completion = None;
+                    return false;
+                };
                 self.state.completion = None;
+                if key.code == KeyCode::Enter && mention_is(&item, &token) {
+                    // The token is already complete: Enter sends.
+                    return false;
+                }
+                self.apply_mention(&token, &item);
                 true
             }
             KeyCode::Esc => {
@@ -411,25 +604,69 @@ impl Controller {
         }
     }
 
+    /// `@path` candidates for the token before the cursor (context-spec §3: the session cwd is
+    /// the root, listing or fuzzy ranking, symlinks never followed). Tab with one candidate
+    /// takes it.
     fn update_completion(&mut self, explicit: bool) {
-        let Some(prefix) = self.state.editor.at_token() else {
+        let editor = &self.state.editor;
+        let Some(token) = dsh_references::active_at_token(editor.current_line(), editor.cursor().1)
+        else {
             self.state.completion = None;
             return;
         };
-        let cwd = self.cwd.clone();
-        let files = self
-            .files
-            .get_or_insert_with(|| input::workspace_files(&cwd, MAX_COMPLETION_FILES));
-        let items = input::complete(files, &prefix, COMPLETION_ITEMS);
+        let candidates = self
+            .references
+            .list(self.session.agent.log(), &self.cwd, &token.query);
+        let items: Vec<String> = candidates
+            .iter()
+            .filter_map(|candidate| dsh_references::format_file_mention(candidate, token.quoted))
+            .take(COMPLETION_ITEMS)
+            .collect();
         if explicit && items.len() == 1 {
-            self.state.editor.complete_at(&items[0]);
-            self.state.completion = None;
+            self.apply_mention(&token.prefix, &items[0]);
             return;
         }
-        self.state.completion = (!items.is_empty()).then_some(Completion { items, selected: 0 });
+        self.state.completion = (!items.is_empty()).then_some(Completion {
+            items,
+            selected: 0,
+            token: token.prefix,
+        });
     }
 
-    fn submit(&mut self) {
+    /// Puts a chosen mention in place of the token. A file mention ends with a space (it is
+    /// complete); a folder keeps completing inside it.
+    fn apply_mention(&mut self, token: &str, mention: &str) {
+        let folder = mention.ends_with('/');
+        let text = if folder {
+            mention.to_owned()
+        } else {
+            format!("{mention} ")
+        };
+        self.state
+            .editor
+            .replace_before_cursor(token.chars().count(), &text);
+        self.state.completion = None;
+        if folder {
+            self.update_completion(false);
+        }
+    }
+
+    /// Sends `text` as a prompt (as if typed and entered).
+    pub fn send(&mut self, text: &str) {
+        self.state.editor.set_text(text);
+        self.submit();
+    }
+
+    /// The id a person uses to come back to the attached session (`dsh resume <id>`), once
+    /// it exists on disk.
+    pub fn resumable_id(&self) -> Option<String> {
+        let log = self.session.agent.log();
+        (!log.is_empty() && log.path().is_some_and(|p| p.exists()))
+            .then(|| self.session.agent.id().to_owned())
+    }
+
+    pub(crate) fn submit(&mut self) {
+        self.dirty = true;
         let text = self.state.editor.submit();
         self.state.completion = None;
         let trimmed = text.trim();
@@ -438,14 +675,100 @@ impl Controller {
         }
         self.state.scroll = 0;
         if let Some(command) = trimmed.strip_prefix('/') {
+            let name = command.split_whitespace().next().unwrap_or_default();
+            if !BUILTINS.iter().any(|(n, ..)| *n == name)
+                && !["?", "clear", "approvals", "exit", "q"].contains(&name)
+                && self.run_registry_command(trimmed)
+            {
+                return;
+            }
             self.command(command);
             return;
         }
-        if let Err(error) = self.session.agent.followup(Message::user_text(text)) {
+        let images = self.mentioned_images(trimmed);
+        let mut content = vec![dsh_protocol::ContentBlock::text(text)];
+        content.extend(images);
+        let message = Message::user(content, dsh_protocol::MessageSource::user());
+        if let Err(error) = self.session.agent.followup(message) {
             self.state
                 .transcript
                 .notice(NoticeLevel::Error, format!("could not send: {error}"));
         }
+    }
+
+    /// Runs a command of the shared registry in the background; `false` when the line names
+    /// none (then it is the UI's own or unknown).
+    fn run_registry_command(&mut self, line: &str) -> bool {
+        let Some(registry) = dsh_commands::CommandRegistry::of(self.session.agent.scope()) else {
+            return false;
+        };
+        let Some(parsed) = dsh_commands::parse_command(line) else {
+            return false;
+        };
+        if registry
+            .find(self.session.agent.scope(), parsed.name)
+            .is_none()
+        {
+            return false;
+        }
+        let agent = self.session.agent.clone();
+        let tx = self.command_tx.clone();
+        let line = line.to_owned();
+        self.state.hint = Some(format!("running /{}…", parsed.name));
+        tokio::spawn(async move {
+            let outcome = registry
+                .execute(
+                    &agent,
+                    &line,
+                    Vec::new(),
+                    tokio_util::sync::CancellationToken::new(),
+                )
+                .await;
+            let _ = tx.send((line, outcome));
+        });
+        true
+    }
+
+    fn command_done(&mut self, line: &str, outcome: CommandOutcome) {
+        self.dirty = true;
+        self.state.hint = None;
+        match outcome {
+            Ok(Some(executed)) => match executed.result {
+                dsh_commands::CommandResult::Success { text, .. } => {
+                    let text = text
+                        .filter(|t| !t.is_empty())
+                        .unwrap_or_else(|| format!("{line}: done"));
+                    self.info(text);
+                }
+                dsh_commands::CommandResult::Error { text } => self.error(text),
+            },
+            Ok(None) => self.error(format!("unknown command: {line}")),
+            Err(error) => self.error(format!("command failed: {error}")),
+        }
+    }
+
+    /// Images the prompt mentions by path, attached when the session's model takes images (the
+    /// path stays in the text either way).
+    fn mentioned_images(&mut self, text: &str) -> Vec<dsh_protocol::ContentBlock> {
+        let mut blocks = Vec::new();
+        for mention in mentioned_paths(text) {
+            let path = self.cwd.join(&mention);
+            let is_image = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                ["png", "jpg", "jpeg", "webp", "gif"].contains(&e.to_lowercase().as_str())
+            });
+            if !is_image || !path.is_file() {
+                continue;
+            }
+            match self
+                .factory
+                .attach_image(&self.session.agent, &self.state.model, &path)
+            {
+                Ok(Some(block)) => blocks.push(block),
+                Ok(None) => {}
+                Err(error) => self.error(format!("cannot attach {mention}: {error:#}")),
+            }
+        }
+        blocks
     }
 
     fn info(&mut self, text: impl Into<String>) {
@@ -470,8 +793,12 @@ impl Controller {
             self.info("session resumed from its log");
         }
         self.state.session_id = self.session.agent.id().to_owned();
+        self.state.model = self.session.agent.model().to_owned();
         self.state.scroll = 0;
         self.state.overlay = None;
+        self.state.picker = None;
+        self.dirty = true;
+        self.update_context();
     }
 
     /// Cancels the running turn, then disposes the agent so its log is complete on exit.
@@ -520,6 +847,7 @@ fn attach(
     };
     Session {
         presenters: Presenters::new(registry.clone(), agent.scope().clone()),
+        model: None,
         agent,
         events,
         closed: false,
@@ -533,4 +861,18 @@ fn attach(
 /// skips the overlap by seq).
 fn replay(session: &Session) -> Transcript {
     Transcript::from_events(session.agent.log().events().iter(), &session.presenters)
+}
+
+#[cfg(test)]
+mod mention_tests {
+    use super::mentioned_paths;
+
+    #[test]
+    fn mentions_are_found_plain_and_quoted_but_not_inside_words() {
+        assert_eq!(
+            mentioned_paths("see @a.png and @\"my dir/b c.png\" but not me@x.com @"),
+            ["a.png", "my dir/b c.png"]
+        );
+        assert_eq!(mentioned_paths("@first then\n@second"), ["first", "second"]);
+    }
 }

@@ -1,7 +1,4 @@
-//! The input box: a small multi-line editor with history, large-paste placeholders and
-//! `@path` completion.
-
-use std::path::Path;
+//! The input box: a small multi-line editor with history and large-paste placeholders.
 
 /// Pastes longer than this (characters) or with more lines are shown as a placeholder and
 /// expanded on submit, so the box stays readable.
@@ -235,60 +232,18 @@ impl Editor {
         }
     }
 
-    /// The `@prefix` being typed at the cursor, if any.
-    pub fn at_token(&self) -> Option<String> {
-        let (row, col) = self.cursor;
-        let before: String = self.lines[row].chars().take(col).collect();
-        let word = before.rsplit(char::is_whitespace).next()?;
-        word.strip_prefix('@').map(str::to_owned)
+    /// The line the cursor is on.
+    pub fn current_line(&self) -> &str {
+        &self.lines[self.cursor.0]
     }
 
-    /// Replaces the `@prefix` at the cursor by `@path `.
-    pub fn complete_at(&mut self, path: &str) {
-        let Some(prefix) = self.at_token() else {
-            return;
-        };
-        for _ in 0..prefix.chars().count() {
+    /// Replaces the `count` characters before the cursor by `text` (a completion).
+    pub fn replace_before_cursor(&mut self, count: usize, text: &str) {
+        for _ in 0..count.min(self.cursor.1) {
             self.backspace();
         }
-        self.insert_str(path);
-        self.insert_char(' ');
+        self.insert_str(text);
     }
-}
-
-/// Workspace files (relative, `/`-separated), honouring ignore files, for `@path` completion.
-pub fn workspace_files(root: &Path, limit: usize) -> Vec<String> {
-    let mut files = Vec::new();
-    for entry in ignore::WalkBuilder::new(root)
-        .hidden(true)
-        .build()
-        .flatten()
-    {
-        if files.len() >= limit {
-            break;
-        }
-        if entry.file_type().is_some_and(|t| t.is_file())
-            && let Ok(relative) = entry.path().strip_prefix(root)
-        {
-            files.push(relative.to_string_lossy().replace('\\', "/"));
-        }
-    }
-    files.sort();
-    files
-}
-
-/// Completion candidates for `prefix`: path prefix matches first, then substring matches.
-pub fn complete(files: &[String], prefix: &str, max: usize) -> Vec<String> {
-    let lower = prefix.to_lowercase();
-    let mut starts: Vec<&String> = files
-        .iter()
-        .filter(|f| f.to_lowercase().starts_with(&lower))
-        .collect();
-    let contains = files
-        .iter()
-        .filter(|f| !f.to_lowercase().starts_with(&lower) && f.to_lowercase().contains(&lower));
-    starts.extend(contains);
-    starts.into_iter().take(max).cloned().collect()
 }
 
 #[cfg(test)]
@@ -339,18 +294,11 @@ mod tests {
     }
 
     #[test]
-    fn at_completion_replaces_the_token() {
+    fn a_completion_replaces_what_is_before_the_cursor() {
         let mut e = Editor::new();
         e.insert_str("look at @src/ma");
-        assert_eq!(e.at_token().as_deref(), Some("src/ma"));
-        let files = vec![
-            "README.md".to_owned(),
-            "src/main.rs".to_owned(),
-            "src/lib.rs".to_owned(),
-        ];
-        assert_eq!(complete(&files, "src/ma", 5), ["src/main.rs"]);
-        assert_eq!(complete(&files, "lib", 5), ["src/lib.rs"]);
-        e.complete_at("src/main.rs");
+        assert_eq!(e.current_line(), "look at @src/ma");
+        e.replace_before_cursor("@src/ma".chars().count(), "@src/main.rs ");
         assert_eq!(e.text(), "look at @src/main.rs ");
     }
 }

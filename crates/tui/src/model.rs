@@ -147,23 +147,32 @@ pub struct UsageTotals {
 
 impl UsageTotals {
     fn add(&mut self, usage: &TokenUsage) {
-        self.input += usage.input_tokens;
-        self.output += usage.output_tokens;
-        self.cache_read += usage.cache_read_tokens.unwrap_or(0);
-        self.cache_write += usage.cache_write_tokens.unwrap_or(0);
+        // A provider may report any count: saturate, never wrap.
+        self.input = self.input.saturating_add(usage.input_tokens);
+        self.output = self.output.saturating_add(usage.output_tokens);
+        self.cache_read = self
+            .cache_read
+            .saturating_add(usage.cache_read_tokens.unwrap_or(0));
+        self.cache_write = self
+            .cache_write
+            .saturating_add(usage.cache_write_tokens.unwrap_or(0));
         self.cache_reported |=
             usage.cache_read_tokens.is_some() || usage.cache_write_tokens.is_some();
     }
 
     /// All billed input (the counts are disjoint).
     pub fn prompt_total(&self) -> u64 {
-        self.input + self.cache_read + self.cache_write
+        self.input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 
     /// Share of prompt tokens served from the provider cache, in percent.
     pub fn cache_hit_percent(&self) -> Option<u64> {
         let total = self.prompt_total();
-        (self.cache_reported && total > 0).then(|| self.cache_read * 100 / total)
+        (self.cache_reported && total > 0).then(|| {
+            u64::try_from(u128::from(self.cache_read) * 100 / u128::from(total)).unwrap_or(100)
+        })
     }
 }
 
@@ -179,6 +188,15 @@ pub struct Transcript {
     /// The seq of the last folded event (events at or below it are skipped on re-delivery).
     pub last_seq: Option<u64>,
     calls: HashMap<String, usize>,
+    /// One stamp per entry, replaced whenever the entry changes: what the renderer caches by.
+    stamps: Vec<u64>,
+}
+
+/// Process-unique entry versions (unique across transcripts, so a rebuilt transcript never
+/// reuses a cached rendering of a different entry).
+fn fresh_stamp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Transcript {
@@ -196,6 +214,35 @@ impl Transcript {
             transcript.apply(event, cards);
         }
         transcript
+    }
+
+    /// The version of entry `index`: equal stamps mean an unchanged entry. `None` when entries
+    /// were changed from outside the fold (then nothing may be cached).
+    pub fn stamp(&self, index: usize) -> Option<u64> {
+        if self.stamps.len() != self.entries.len() {
+            return None;
+        }
+        self.stamps.get(index).copied()
+    }
+
+    fn push(&mut self, entry: Entry) {
+        self.sync_stamps();
+        self.entries.push(entry);
+        self.stamps.push(fresh_stamp());
+    }
+
+    fn touch(&mut self, index: usize) {
+        self.sync_stamps();
+        if let Some(stamp) = self.stamps.get_mut(index) {
+            *stamp = fresh_stamp();
+        }
+    }
+
+    /// Entries pushed from outside the fold get stamps of their own.
+    fn sync_stamps(&mut self) {
+        if self.stamps.len() != self.entries.len() {
+            self.stamps = self.entries.iter().map(|_| fresh_stamp()).collect();
+        }
     }
 
     /// Folds one committed event. Re-delivered events (seq not above the last) are ignored, so
@@ -244,7 +291,7 @@ impl Transcript {
 
     /// Appends a UI-side notice (not from the log).
     pub fn notice(&mut self, level: NoticeLevel, text: impl Into<String>) {
-        self.entries.push(Entry::Notice {
+        self.push(Entry::Notice {
             level,
             text: text.into(),
         });
@@ -253,11 +300,11 @@ impl Transcript {
     /// Live output of a running call (e.g. a terminal's stdout as it arrives), keeping the last
     /// [`LIVE_TAIL_BYTES`]. Ignored once the call has its result: the durable result is the truth.
     pub fn append_output(&mut self, call_id: &str, chunk: &str) {
-        let Some(Entry::Tool(entry)) = self
-            .calls
-            .get(call_id)
-            .and_then(|&i| self.entries.get_mut(i))
-        else {
+        let Some(&index) = self.calls.get(call_id) else {
+            return;
+        };
+        self.touch(index);
+        let Some(Entry::Tool(entry)) = self.entries.get_mut(index) else {
             return;
         };
         if entry.state == ToolState::Running {
@@ -293,7 +340,7 @@ impl Transcript {
         }
         let text = dsh_protocol::text_of(&message.content);
         if !text.is_empty() {
-            self.entries.push(Entry::User(text));
+            self.push(Entry::User(text));
         }
     }
 
@@ -302,9 +349,12 @@ impl Transcript {
             matches!(entry, Entry::Assistant(a) if a.streaming && a.turn == turn && a.step == step)
         });
         let index = match existing {
-            Some(index) => index,
+            Some(index) => {
+                self.touch(index);
+                index
+            }
             None => {
-                self.entries.push(Entry::Assistant(AssistantEntry {
+                self.push(Entry::Assistant(AssistantEntry {
                     turn,
                     step,
                     parts: Vec::new(),
@@ -371,11 +421,21 @@ impl Transcript {
         };
         match position {
             Some(index) if entry.parts.is_empty() && !entry.interrupted => {
+                self.sync_stamps();
                 self.entries.remove(index);
+                self.stamps.remove(index);
+                for slot in self.calls.values_mut() {
+                    if *slot > index {
+                        *slot -= 1;
+                    }
+                }
             }
-            Some(index) => self.entries[index] = Entry::Assistant(entry),
+            Some(index) => {
+                self.entries[index] = Entry::Assistant(entry);
+                self.touch(index);
+            }
             None if entry.parts.is_empty() => {}
-            None => self.entries.push(Entry::Assistant(entry)),
+            None => self.push(Entry::Assistant(entry)),
         }
     }
 
@@ -386,7 +446,7 @@ impl Transcript {
         let arguments = parse_arguments(&call.arguments);
         let card = cards.call_card(&call.name, &arguments);
         self.calls.insert(call.call_id.clone(), self.entries.len());
-        self.entries.push(Entry::Tool(Box::new(ToolEntry {
+        self.push(Entry::Tool(Box::new(ToolEntry {
             call_id: call.call_id,
             name: call.name,
             arguments,
@@ -419,11 +479,11 @@ impl Transcript {
         else {
             return;
         };
-        let Some(Entry::Tool(entry)) = self
-            .calls
-            .remove(&call_id)
-            .and_then(|index| self.entries.get_mut(index))
-        else {
+        let Some(index) = self.calls.remove(&call_id) else {
+            return;
+        };
+        self.touch(index);
+        let Some(Entry::Tool(entry)) = self.entries.get_mut(index) else {
             return;
         };
         let view = ResultView {
@@ -444,13 +504,18 @@ impl Transcript {
     fn turn_end(&mut self, event: &Event) {
         self.turn_open = false;
         // A live entry that never got its message (cancelled mid-stream) stops streaming.
-        for entry in &mut self.entries {
+        let mut stopped = Vec::new();
+        for (index, entry) in self.entries.iter_mut().enumerate() {
             if let Entry::Assistant(assistant) = entry
                 && assistant.streaming
             {
                 assistant.streaming = false;
                 assistant.interrupted = true;
+                stopped.push(index);
             }
+        }
+        for index in stopped {
+            self.touch(index);
         }
         let Some(Ok(end)) = event.decode::<data::TurnEnd>() else {
             return;

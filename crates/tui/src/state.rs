@@ -14,11 +14,86 @@ pub struct Overlay {
     pub lines: Vec<String>,
 }
 
-/// `@path` completion candidates under the input box.
+/// `@path` completion candidates under the input box: each the mention it inserts
+/// (`@src/main.rs`, `@"my dir/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
     pub items: Vec<String>,
     pub selected: usize,
+    /// The `@…` text before the cursor a choice replaces.
+    pub token: String,
+}
+
+/// One line of the command palette: what it shows and what choosing it puts in the input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaletteItem {
+    /// `/model` or a model name.
+    pub label: String,
+    /// The description (or the argument hint).
+    pub detail: String,
+    /// The input text after choosing it (`/model `).
+    pub insert: String,
+}
+
+/// Suggestions while a `/command` (or its argument) is typed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Palette {
+    /// `commands`, or the command whose argument is completed (`model`).
+    pub title: String,
+    pub items: Vec<PaletteItem>,
+    pub selected: usize,
+}
+
+/// One stored session in the `/resume` picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PickerItem {
+    pub id: String,
+    pub title: String,
+    /// `3 min ago`.
+    pub when: String,
+    pub folder: String,
+    /// The session belongs to the current folder.
+    pub here: bool,
+}
+
+/// The `/resume` picker: typing filters, arrows select, enter reopens.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Picker {
+    pub items: Vec<PickerItem>,
+    pub selected: usize,
+    pub filter: String,
+}
+
+impl Picker {
+    /// The items the filter keeps (title, id or folder contains it, case-insensitively).
+    pub fn visible(&self) -> Vec<&PickerItem> {
+        let filter = self.filter.to_lowercase();
+        self.items
+            .iter()
+            .filter(|item| {
+                filter.is_empty()
+                    || item.title.to_lowercase().contains(&filter)
+                    || item.id.to_lowercase().contains(&filter)
+                    || item.folder.to_lowercase().contains(&filter)
+            })
+            .collect()
+    }
+}
+
+/// How full the model's context window is (the token meter's projection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextFill {
+    pub used_tokens: u64,
+    pub window_tokens: u64,
+}
+
+impl ContextFill {
+    pub fn percent(&self) -> u64 {
+        if self.window_tokens == 0 {
+            return 0;
+        }
+        (self.used_tokens.saturating_mul(100) / self.window_tokens).min(100)
+    }
 }
 
 #[derive(Debug)]
@@ -45,9 +120,19 @@ pub struct UiState {
     /// Prompts sent while busy, waiting for their turn.
     pub queued: Vec<String>,
     pub completion: Option<Completion>,
+    /// Command (or argument) suggestions while a `/…` line is typed.
+    pub palette: Option<Palette>,
+    /// The `/resume` picker.
+    pub picker: Option<Picker>,
     pub overlay: Option<Overlay>,
+    /// When the running turn started (epoch ms), for the elapsed time.
+    pub busy_since_ms: Option<u64>,
+    /// The context fill, when a token meter is composed.
+    pub context: Option<ContextFill>,
     /// A one-line hint in the status bar (e.g. "press Ctrl-C again to quit").
     pub hint: Option<String>,
+    /// Finished entries rendered per width (the view fills it; see [`RenderCache`]).
+    pub render_cache: std::cell::RefCell<crate::render_cache::RenderCache>,
 }
 
 impl UiState {
@@ -71,8 +156,13 @@ impl UiState {
             busy: false,
             queued: Vec::new(),
             completion: None,
+            palette: None,
+            picker: None,
             overlay: None,
+            busy_since_ms: None,
+            context: None,
             hint: None,
+            render_cache: std::cell::RefCell::default(),
         }
     }
 }

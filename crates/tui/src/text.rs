@@ -1,28 +1,38 @@
-//! Line wrapping and Markdown rendering into styled ratatui lines.
+//! Line wrapping (grapheme clusters, display width) and the code highlighter; Markdown itself
+//! is rendered in [`crate::markdown`].
 //!
 //! Wrapping is done here rather than by `Paragraph` so the transcript knows its exact height
 //! (scrolling from the bottom needs it) and so snapshots do not depend on widget internals.
 
 use ratatui::style::Color;
-use ratatui::style::Modifier;
 use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::text::Span;
+use unicode_segmentation::UnicodeSegmentation;
 use unicode_width::UnicodeWidthChar;
 
 /// Splits one styled line into lines of at most `width` cells, breaking at the last space when
-/// there is one. Continuation lines get `indent` blank cells.
+/// there is one. Continuation lines get `indent` blank cells. Measures grapheme clusters by
+/// their display width, so a wide (CJK, emoji) or combined character is never split or
+/// miscounted.
 pub fn wrap_line(line: &Line<'_>, width: usize, indent: usize) -> Vec<Line<'static>> {
     let width = width.max(indent + 4);
-    let cells: Vec<(char, Style)> = line
+    let cells: Vec<(String, usize, Style)> = line
         .spans
         .iter()
         .flat_map(|span| {
             let style = line.style.patch(span.style);
-            span.content.chars().map(move |c| (c, style))
+            span.content
+                .graphemes(true)
+                .filter(|g| *g != "\n" && *g != "\r" && *g != "\r\n")
+                .map(move |g| {
+                    if g == "\t" {
+                        (" ".to_owned(), 1, style)
+                    } else {
+                        (g.to_owned(), grapheme_width(g), style)
+                    }
+                })
         })
-        .filter(|(c, _)| *c != '\n' && *c != '\r')
-        .map(|(c, style)| if c == '\t' { (' ', style) } else { (c, style) })
         .collect();
     let mut out = Vec::new();
     let mut start = 0;
@@ -32,8 +42,9 @@ pub fn wrap_line(line: &Line<'_>, width: usize, indent: usize) -> Vec<Line<'stat
         let mut used = 0;
         let mut end = start;
         while end < cells.len() {
-            let w = cells[end].0.width().unwrap_or(0);
-            if used + w > budget {
+            let w = cells[end].1;
+            // A cluster wider than the whole budget still takes a line of its own.
+            if used + w > budget && end > start {
                 break;
             }
             used += w;
@@ -41,7 +52,7 @@ pub fn wrap_line(line: &Line<'_>, width: usize, indent: usize) -> Vec<Line<'stat
         }
         let mut next = end;
         if end < cells.len()
-            && let Some(space) = (start + 1..end).rev().find(|&i| cells[i].0 == ' ')
+            && let Some(space) = (start + 1..end).rev().find(|&i| cells[i].0 == " ")
         {
             end = space;
             next = space + 1;
@@ -61,11 +72,25 @@ pub fn wrap_line(line: &Line<'_>, width: usize, indent: usize) -> Vec<Line<'stat
     out
 }
 
-fn merge(cells: &[(char, Style)]) -> Vec<Span<'static>> {
+/// Display width of one grapheme cluster: its widest scalar (a base character with combining
+/// marks or a ZWJ emoji sequence occupies the cells of one character), at least 0.
+fn grapheme_width(grapheme: &str) -> usize {
+    if grapheme.chars().any(|c| c == '\u{fe0f}') {
+        // Emoji presentation selector: a wide emoji.
+        return 2;
+    }
+    grapheme
+        .chars()
+        .map(|c| c.width().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+}
+
+fn merge(cells: &[(String, usize, Style)]) -> Vec<Span<'static>> {
     let mut spans: Vec<Span<'static>> = Vec::new();
     let mut current = String::new();
     let mut style = None;
-    for (c, s) in cells {
+    for (g, _, s) in cells {
         if style.is_some_and(|style| style != *s) {
             spans.push(Span::styled(
                 std::mem::take(&mut current),
@@ -73,7 +98,7 @@ fn merge(cells: &[(char, Style)]) -> Vec<Span<'static>> {
             ));
         }
         style = Some(*s);
-        current.push(*c);
+        current.push_str(g);
     }
     if let Some(style) = style {
         spans.push(Span::styled(current, style));
@@ -81,25 +106,25 @@ fn merge(cells: &[(char, Style)]) -> Vec<Span<'static>> {
     spans
 }
 
-/// Display width of a string in terminal cells.
+/// Display width of a string in terminal cells (per grapheme cluster).
 pub fn width_of(text: &str) -> usize {
-    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+    text.graphemes(true).map(grapheme_width).sum()
 }
 
-/// Truncates to `width` cells, ending with `…` when cut.
+/// Truncates to `width` cells, ending with `…` when cut (never inside a grapheme cluster).
 pub fn truncate(text: &str, width: usize) -> String {
     if width_of(text) <= width {
         return text.to_owned();
     }
     let mut out = String::new();
     let mut used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
+    for g in text.graphemes(true) {
+        let w = grapheme_width(g);
         if used + w + 1 > width {
             break;
         }
         used += w;
-        out.push(c);
+        out.push_str(g);
     }
     out.push('…');
     out
@@ -255,158 +280,6 @@ pub fn highlight_code(line: &str, lang: &str) -> Vec<Span<'static>> {
     spans
 }
 
-/// Inline Markdown: `code`, **bold**, *italic* / _italic_.
-fn inline(text: &str, base: Style) -> Vec<Span<'static>> {
-    let mut spans = Vec::new();
-    let mut current = String::new();
-    let chars: Vec<char> = text.chars().collect();
-    let mut i = 0;
-    let push = |current: &mut String, spans: &mut Vec<Span<'static>>| {
-        if !current.is_empty() {
-            spans.push(Span::styled(std::mem::take(current), base));
-        }
-    };
-    let find = |from: usize, pat: &[char]| -> Option<usize> {
-        (from..chars.len().saturating_sub(pat.len() - 1)).find(|&k| chars[k..].starts_with(pat))
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '`'
-            && let Some(end) = find(i + 1, &['`'])
-        {
-            push(&mut current, &mut spans);
-            let code: String = chars[i + 1..end].iter().collect();
-            spans.push(Span::styled(code, base.fg(Color::Yellow)));
-            i = end + 1;
-            continue;
-        }
-        if c == '*'
-            && chars.get(i + 1) == Some(&'*')
-            && let Some(end) = find(i + 2, &['*', '*'])
-            && end > i + 2
-        {
-            push(&mut current, &mut spans);
-            let inner: String = chars[i + 2..end].iter().collect();
-            spans.extend(inline(&inner, base.add_modifier(Modifier::BOLD)));
-            i = end + 2;
-            continue;
-        }
-        let word_start = i == 0 || !chars[i - 1].is_alphanumeric();
-        if (c == '*' || c == '_')
-            && word_start
-            && chars.get(i + 1).is_some_and(|n| !n.is_whitespace())
-            && let Some(end) = find(i + 1, &[c])
-            && end > i + 1
-        {
-            push(&mut current, &mut spans);
-            let inner: String = chars[i + 1..end].iter().collect();
-            spans.extend(inline(&inner, base.add_modifier(Modifier::ITALIC)));
-            i = end + 1;
-            continue;
-        }
-        current.push(c);
-        i += 1;
-    }
-    push(&mut current, &mut spans);
-    spans
-}
-
-/// Renders Markdown into logical (unwrapped) lines with the continuation indent each needs.
-pub fn markdown(text: &str, base: Style) -> Vec<(Line<'static>, usize)> {
-    let mut out = Vec::new();
-    let mut fence: Option<String> = None;
-    for raw in text.lines() {
-        let trimmed = raw.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("```") {
-            match fence {
-                Some(_) => fence = None,
-                None => {
-                    let lang = rest.trim().to_owned();
-                    let label = if lang.is_empty() {
-                        "code".to_owned()
-                    } else {
-                        lang.clone()
-                    };
-                    out.push((
-                        Line::from(Span::styled(
-                            format!("  ╭─ {label}"),
-                            Style::default().fg(Color::DarkGray),
-                        )),
-                        0,
-                    ));
-                    fence = Some(lang);
-                }
-            }
-            continue;
-        }
-        if let Some(lang) = &fence {
-            let mut spans = vec![Span::styled("  │ ", Style::default().fg(Color::DarkGray))];
-            spans.extend(highlight_code(raw, lang));
-            out.push((Line::from(spans), 4));
-            continue;
-        }
-        if trimmed.is_empty() {
-            out.push((Line::default(), 0));
-            continue;
-        }
-        let hashes = trimmed.chars().take_while(|c| *c == '#').count();
-        if (1..=6).contains(&hashes) && trimmed[hashes..].starts_with(' ') {
-            let mut style = base.fg(Color::Cyan).add_modifier(Modifier::BOLD);
-            if hashes == 1 {
-                style = style.add_modifier(Modifier::UNDERLINED);
-            }
-            out.push((Line::from(inline(trimmed[hashes..].trim(), style)), 0));
-            continue;
-        }
-        if trimmed.chars().all(|c| c == '-' || c == '*' || c == '_') && trimmed.len() >= 3 {
-            out.push((
-                Line::from(Span::styled(
-                    "────────",
-                    Style::default().fg(Color::DarkGray),
-                )),
-                0,
-            ));
-            continue;
-        }
-        let depth = (raw.len() - trimmed.len()) / 2;
-        let pad = "  ".repeat(depth);
-        if let Some(rest) = trimmed.strip_prefix("> ") {
-            let mut spans = vec![Span::styled("│ ", Style::default().fg(Color::DarkGray))];
-            spans.extend(inline(rest, base.add_modifier(Modifier::ITALIC)));
-            out.push((Line::from(spans), 2));
-            continue;
-        }
-        if let Some(rest) = ["- ", "* ", "+ "]
-            .iter()
-            .find_map(|p| trimmed.strip_prefix(p))
-        {
-            let rest = rest
-                .strip_prefix("[ ] ")
-                .map(|r| format!("☐ {r}"))
-                .or_else(|| rest.strip_prefix("[x] ").map(|r| format!("☑ {r}")))
-                .unwrap_or_else(|| rest.to_owned());
-            let mut spans = vec![Span::styled(
-                format!("{pad}• "),
-                Style::default().fg(Color::Cyan),
-            )];
-            spans.extend(inline(&rest, base));
-            out.push((Line::from(spans), pad.len() + 2));
-            continue;
-        }
-        let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
-        if digits > 0 && trimmed[digits..].starts_with(". ") {
-            let marker = format!("{pad}{}. ", &trimmed[..digits]);
-            let indent = marker.len();
-            let mut spans = vec![Span::styled(marker, Style::default().fg(Color::Cyan))];
-            spans.extend(inline(&trimmed[digits + 2..], base));
-            out.push((Line::from(spans), indent));
-            continue;
-        }
-        out.push((Line::from(inline(raw, base)), 0));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,22 +304,22 @@ mod tests {
     }
 
     #[test]
-    fn markdown_styles_headings_lists_code_and_inline() {
-        let lines = markdown(
-            "# Title\n- item `x` **b**\n```rust\nfn main() {}\n```",
-            Style::default(),
-        );
-        let texts: Vec<String> = plain(&lines.iter().map(|(l, _)| l.clone()).collect::<Vec<_>>());
+    fn wrapping_counts_graphemes_and_display_width() {
+        // Wide CJK: two cells each, never split.
+        let cjk = Line::from("你好世界你好");
+        assert_eq!(plain(&wrap_line(&cjk, 4, 0)), ["你好", "世界", "你好"]);
+        // A base letter with a combining accent is one cell.
+        let combined = Line::from("e\u{301}e\u{301}e\u{301}e\u{301}e\u{301}");
+        assert_eq!(wrap_line(&combined, 4, 0).len(), 2);
+        assert_eq!(width_of("e\u{301}"), 1);
+        // A family emoji (ZWJ sequence) is one cluster.
+        let family = "👨\u{200d}👩\u{200d}👧";
+        assert_eq!(width_of(family), 2);
         assert_eq!(
-            texts,
-            ["Title", "• item x b", "  ╭─ rust", "  │ fn main() {}"]
+            plain(&wrap_line(&Line::from(format!("ab{family}cd")), 4, 0)),
+            [format!("ab{family}"), "cd".to_owned()]
         );
-        let item = &lines[1].0;
-        assert_eq!(item.spans[2].style.fg, Some(Color::Yellow));
-        assert!(item.spans[4].style.add_modifier.contains(Modifier::BOLD));
-        let code = &lines[3].0;
-        assert_eq!(code.spans[1].content, "fn");
-        assert_eq!(code.spans[1].style.fg, Some(Color::Magenta));
+        assert_eq!(truncate("你好世界", 5), "你好…");
     }
 
     #[test]

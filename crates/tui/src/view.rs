@@ -15,14 +15,15 @@ use ratatui::widgets::Borders;
 use ratatui::widgets::Clear;
 use ratatui::widgets::Paragraph;
 
-use crate::approval::Answer;
 use crate::cards::CardContext;
 use crate::cards::card_lines;
+use crate::markdown::markdown;
 use crate::model::Entry;
 use crate::model::NoticeLevel;
 use crate::model::Part;
+use crate::render_cache::RenderKey;
+use crate::state::Picker;
 use crate::state::UiState;
-use crate::text::markdown;
 use crate::text::truncate;
 use crate::text::width_of;
 use crate::text::wrap_line;
@@ -32,6 +33,9 @@ const MAX_INPUT_LINES: usize = 8;
 fn dim() -> Style {
     Style::default().fg(Color::DarkGray)
 }
+
+/// Spinner frames, one per 100 ms.
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// Draws one frame.
 pub fn render(state: &UiState, frame: &mut Frame<'_>) {
@@ -45,32 +49,18 @@ pub fn render(state: &UiState, frame: &mut Frame<'_>) {
     } else {
         approval.len() as u16 + 2
     };
-    let completion_height = state
-        .completion
-        .as_ref()
-        .map_or(0, |c| c.items.len().min(6) as u16);
-    let [
-        body,
-        approval_area,
-        completion_area,
-        input_area,
-        status_area,
-    ] = Layout::vertical([
+    let popup = popup_lines(state, width);
+    let [body, approval_area, popup_area, input_area, status_area] = Layout::vertical([
         Constraint::Min(1),
         Constraint::Length(approval_height),
-        Constraint::Length(completion_height),
+        Constraint::Length(popup.len() as u16),
         Constraint::Length(input_height),
         Constraint::Length(1),
     ])
     .areas(area);
 
-    let lines = transcript_lines(state, width);
-    let visible = body.height as usize;
-    let bottom = lines
-        .len()
-        .saturating_sub(state.scroll.min(lines.len().saturating_sub(visible)));
-    let top = bottom.saturating_sub(visible);
-    frame.render_widget(Paragraph::new(lines[top..bottom].to_vec()), body);
+    let lines = visible_transcript(state, width, body.height as usize);
+    frame.render_widget(Paragraph::new(lines), body);
 
     if !approval.is_empty() {
         let block = Block::default()
@@ -79,130 +69,135 @@ pub fn render(state: &UiState, frame: &mut Frame<'_>) {
             .title(" approval needed ");
         frame.render_widget(Paragraph::new(approval).block(block), approval_area);
     }
-    if let Some(completion) = &state.completion {
-        let items: Vec<Line<'_>> = completion
-            .items
-            .iter()
-            .enumerate()
-            .take(6)
-            .map(|(i, item)| {
-                let style = if i == completion.selected {
-                    Style::default().fg(Color::Black).bg(Color::Cyan)
-                } else {
-                    dim()
-                };
-                Line::from(Span::styled(format!("  @{item}"), style))
-            })
-            .collect();
-        frame.render_widget(Paragraph::new(items), completion_area);
+    if !popup.is_empty() {
+        frame.render_widget(Paragraph::new(popup), popup_area);
     }
     render_input(state, frame, input_area, input_lines);
     frame.render_widget(Paragraph::new(status_line(state, width)), status_area);
-    if let Some(overlay) = &state.overlay {
+    if let Some(picker) = &state.picker {
+        render_picker(frame, body, picker);
+    } else if let Some(overlay) = &state.overlay {
         render_overlay(frame, body, &overlay.title, &overlay.lines);
     }
 }
 
-/// The whole transcript wrapped to `width`.
-pub fn transcript_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
-    let mut out: Vec<Line<'static>> = Vec::new();
-    let push = |logical: Vec<(Line<'static>, usize)>, out: &mut Vec<Line<'static>>| {
-        for (line, indent) in logical {
-            out.extend(wrap_line(&line, width, indent));
-        }
+/// The `@path` completion or the command palette, under the input box.
+fn popup_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let selected_style = Style::default().fg(Color::Black).bg(Color::Cyan);
+    if let Some(palette) = &state.palette {
+        let label_width = palette
+            .items
+            .iter()
+            .map(|i| width_of(&i.label))
+            .max()
+            .unwrap_or(0)
+            .min(width / 2);
+        let start = palette.selected.saturating_sub(POPUP_ITEMS - 1);
+        return palette
+            .items
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(POPUP_ITEMS)
+            .map(|(i, item)| {
+                let label = format!("  {:<label_width$}", truncate(&item.label, label_width));
+                let detail = truncate(&item.detail, width.saturating_sub(label_width + 5));
+                if i == palette.selected {
+                    Line::from(vec![
+                        Span::styled(label, selected_style),
+                        Span::styled(format!("  {detail}"), selected_style),
+                    ])
+                } else {
+                    Line::from(vec![
+                        Span::styled(label, Style::default().fg(Color::Cyan)),
+                        Span::styled(format!("  {detail}"), dim()),
+                    ])
+                }
+            })
+            .collect();
+    }
+    if let Some(completion) = &state.completion {
+        let start = completion.selected.saturating_sub(POPUP_ITEMS - 1);
+        return completion
+            .items
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(POPUP_ITEMS)
+            .map(|(i, item)| {
+                let style = if i == completion.selected {
+                    selected_style
+                } else {
+                    dim()
+                };
+                Line::from(Span::styled(
+                    format!("  {}", truncate(item, width.saturating_sub(2))),
+                    style,
+                ))
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
+const POPUP_ITEMS: usize = 6;
+
+/// Whether an entry's rendering is final (it can be cached).
+fn finished(entry: &Entry) -> bool {
+    match entry {
+        Entry::User(_) | Entry::Notice { .. } => true,
+        Entry::Assistant(assistant) => !assistant.streaming,
+        Entry::Tool(tool) => tool.state != crate::model::ToolState::Running,
+    }
+}
+
+/// The rendered lines of entry `index`, from the cache when it is finished.
+fn entry_lines(state: &UiState, index: usize, width: usize) -> std::rc::Rc<Vec<Line<'static>>> {
+    let entry = &state.transcript.entries[index];
+    let key = RenderKey {
+        width,
+        expand_tools: state.expand_tools,
+        show_reasoning: state.show_reasoning,
     };
+    let stamp = if finished(entry) {
+        state.transcript.stamp(index)
+    } else {
+        None
+    };
+    state
+        .render_cache
+        .borrow_mut()
+        .lines(stamp, &key, || render_entry(state, entry, width))
+}
+
+/// The lines before any entry (the welcome) and after the last (queued prompts).
+fn welcome_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     if state.transcript.entries.is_empty() {
-        push(
-            vec![
-                (
-                    Line::from(Span::styled(
-                        "dsh",
-                        Style::default()
-                            .fg(Color::Cyan)
-                            .add_modifier(Modifier::BOLD),
-                    )),
-                    0,
-                ),
-                (
-                    Line::from(Span::styled(
-                        format!("working in {} · /help for commands", state.cwd),
-                        dim(),
-                    )),
-                    0,
-                ),
-            ],
-            &mut out,
-        );
+        out.extend(wrap_line(
+            &Line::from(Span::styled(
+                "dsh",
+                Style::default()
+                    .fg(Color::Cyan)
+                    .add_modifier(Modifier::BOLD),
+            )),
+            width,
+            0,
+        ));
+        out.extend(wrap_line(
+            &Line::from(Span::styled(
+                format!("working in {} · /help for commands", state.cwd),
+                dim(),
+            )),
+            width,
+            0,
+        ));
     }
-    for entry in &state.transcript.entries {
-        if !out.is_empty() {
-            out.push(Line::default());
-        }
-        match entry {
-            Entry::User(text) => {
-                let style = Style::default()
-                    .fg(Color::White)
-                    .add_modifier(Modifier::BOLD);
-                let lines = text
-                    .lines()
-                    .enumerate()
-                    .map(|(i, l)| {
-                        let mark = if i == 0 { "› " } else { "  " };
-                        (
-                            Line::from(vec![
-                                Span::styled(mark, Style::default().fg(Color::Cyan)),
-                                Span::styled(l.to_owned(), style),
-                            ]),
-                            2,
-                        )
-                    })
-                    .collect();
-                push(lines, &mut out);
-            }
-            Entry::Assistant(assistant) => {
-                let mut lines = Vec::new();
-                for (i, part) in assistant.parts.iter().enumerate() {
-                    if i > 0 {
-                        lines.push((Line::default(), 0));
-                    }
-                    match part {
-                        Part::Text(text) => lines.extend(markdown(text, Style::default())),
-                        Part::Reasoning(text) => {
-                            lines.extend(reasoning_lines(text, state.show_reasoning))
-                        }
-                    }
-                }
-                if assistant.streaming {
-                    lines.push((
-                        Line::from(Span::styled("▌", Style::default().fg(Color::Cyan))),
-                        0,
-                    ));
-                } else if assistant.interrupted {
-                    lines.push((Line::from(Span::styled("(interrupted)", dim())), 0));
-                }
-                push(lines, &mut out);
-            }
-            Entry::Tool(tool) => {
-                let ctx = CardContext {
-                    expanded: state.expand_tools,
-                    now_ms: state.now_ms,
-                    awaiting_approval: state.approvals.iter().any(|a| a.call_id == tool.call_id),
-                };
-                push(relativize(card_lines(tool, ctx), &state.cwd), &mut out);
-            }
-            Entry::Notice { level, text } => {
-                let style = match level {
-                    NoticeLevel::Info => dim(),
-                    NoticeLevel::Warning => Style::default().fg(Color::Yellow),
-                    NoticeLevel::Error => Style::default().fg(Color::Red),
-                };
-                push(
-                    vec![(Line::from(Span::styled(format!("■ {text}"), style)), 2)],
-                    &mut out,
-                );
-            }
-        }
-    }
+    out
+}
+
+fn queued_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     for text in &state.queued {
         out.push(Line::default());
         let line = Line::from(vec![
@@ -211,6 +206,135 @@ pub fn transcript_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
             Span::styled("  (queued)", dim().add_modifier(Modifier::ITALIC)),
         ]);
         out.extend(wrap_line(&line, width, 2));
+    }
+    out
+}
+
+/// The whole transcript wrapped to `width` (what scrollback gets on exit, and tests).
+pub fn transcript_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let mut out = welcome_lines(state, width);
+    for index in 0..state.transcript.entries.len() {
+        if !out.is_empty() {
+            out.push(Line::default());
+        }
+        out.extend(entry_lines(state, index, width).iter().cloned());
+    }
+    out.extend(queued_lines(state, width));
+    state.render_cache.borrow_mut().end_frame();
+    out
+}
+
+/// The `height` transcript lines the body shows, `state.scroll` lines up from the bottom.
+/// Only entries that reach the window are looked at (and only changed ones rendered).
+pub fn visible_transcript(state: &UiState, width: usize, height: usize) -> Vec<Line<'static>> {
+    let wanted = height + state.scroll;
+    let mut tail: Vec<Line<'static>> = queued_lines(state, width);
+    tail.reverse();
+    let entries = state.transcript.entries.len();
+    let mut index = entries;
+    let mut reached_top = true;
+    while index > 0 {
+        if tail.len() >= wanted {
+            reached_top = false;
+            break;
+        }
+        index -= 1;
+        let lines = entry_lines(state, index, width);
+        tail.extend(lines.iter().rev().cloned());
+        if index > 0 {
+            tail.push(Line::default());
+        }
+    }
+    if reached_top {
+        let welcome = welcome_lines(state, width);
+        if !welcome.is_empty() && entries > 0 {
+            tail.push(Line::default());
+        }
+        tail.extend(welcome.into_iter().rev());
+    }
+    state.render_cache.borrow_mut().end_frame();
+    tail.reverse();
+    // `tail` ends at the bottom; scrolling never goes above the first line.
+    let scroll = if reached_top {
+        state.scroll.min(tail.len().saturating_sub(height))
+    } else {
+        state.scroll
+    };
+    let bottom = tail.len().saturating_sub(scroll);
+    let top = bottom.saturating_sub(height);
+    tail.drain(top..bottom).collect()
+}
+
+fn render_entry(state: &UiState, entry: &Entry, width: usize) -> Vec<Line<'static>> {
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let push = |logical: Vec<(Line<'static>, usize)>, out: &mut Vec<Line<'static>>| {
+        for (line, indent) in logical {
+            out.extend(wrap_line(&line, width, indent));
+        }
+    };
+    match entry {
+        Entry::User(text) => {
+            let style = Style::default()
+                .fg(Color::White)
+                .add_modifier(Modifier::BOLD);
+            let lines = text
+                .lines()
+                .enumerate()
+                .map(|(i, l)| {
+                    let mark = if i == 0 { "› " } else { "  " };
+                    (
+                        Line::from(vec![
+                            Span::styled(mark, Style::default().fg(Color::Cyan)),
+                            Span::styled(l.to_owned(), style),
+                        ]),
+                        2,
+                    )
+                })
+                .collect();
+            push(lines, &mut out);
+        }
+        Entry::Assistant(assistant) => {
+            let mut lines = Vec::new();
+            for (i, part) in assistant.parts.iter().enumerate() {
+                if i > 0 {
+                    lines.push((Line::default(), 0));
+                }
+                match part {
+                    Part::Text(text) => lines.extend(markdown(text, Style::default(), width)),
+                    Part::Reasoning(text) => {
+                        lines.extend(reasoning_lines(text, state.show_reasoning))
+                    }
+                }
+            }
+            if assistant.streaming {
+                lines.push((
+                    Line::from(Span::styled("▌", Style::default().fg(Color::Cyan))),
+                    0,
+                ));
+            } else if assistant.interrupted {
+                lines.push((Line::from(Span::styled("(interrupted)", dim())), 0));
+            }
+            push(lines, &mut out);
+        }
+        Entry::Tool(tool) => {
+            let ctx = CardContext {
+                expanded: state.expand_tools,
+                now_ms: state.now_ms,
+                awaiting_approval: state.approvals.iter().any(|a| a.call_id == tool.call_id),
+            };
+            push(relativize(card_lines(tool, ctx), &state.cwd), &mut out);
+        }
+        Entry::Notice { level, text } => {
+            let style = match level {
+                NoticeLevel::Info => dim(),
+                NoticeLevel::Warning => Style::default().fg(Color::Yellow),
+                NoticeLevel::Error => Style::default().fg(Color::Red),
+            };
+            push(
+                vec![(Line::from(Span::styled(format!("■ {text}"), style)), 2)],
+                &mut out,
+            );
+        }
     }
     out
 }
@@ -292,11 +416,42 @@ fn approval_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
             Style::default().fg(Color::Cyan),
         ),
     ])];
-    if let Some(reason) = &pending.reason {
-        lines.push(Line::from(Span::styled(truncate(reason, width), dim())));
+    match pending
+        .reason
+        .as_deref()
+        .and_then(|r| r.strip_prefix("escalate sandbox to "))
+    {
+        Some(rest) => {
+            let (mode, justification) = rest.split_once(": ").unwrap_or((rest, ""));
+            lines.push(Line::from(vec![
+                Span::styled("sandbox escalation to ", Style::default().fg(Color::Yellow)),
+                Span::styled(
+                    mode.to_owned(),
+                    Style::default()
+                        .fg(Color::Yellow)
+                        .add_modifier(Modifier::BOLD),
+                ),
+            ]));
+            if !justification.is_empty() {
+                let line = Line::from(vec![
+                    Span::styled("why (from the model): ", dim()),
+                    Span::raw(justification.to_owned()),
+                ]);
+                lines.extend(wrap_line(&line, width, 2));
+            }
+        }
+        None => {
+            if let Some(reason) = &pending.reason {
+                lines.extend(wrap_line(
+                    &Line::from(Span::styled(reason.clone(), dim())),
+                    width,
+                    2,
+                ));
+            }
+        }
     }
     let mut options = Vec::new();
-    for (i, answer) in Answer::ALL.iter().enumerate() {
+    for (i, answer) in pending.answers().iter().enumerate() {
         let style = if i == pending.selected {
             Style::default().fg(Color::Black).bg(Color::Yellow)
         } else {
@@ -401,17 +556,45 @@ fn count(n: u64) -> String {
     }
 }
 
-/// `model · cwd · tokens · cache · jobs · plan` on the left, the key hint on the right.
+/// `[spinner working 12s ·] model · cwd · ctx · tokens · cache · jobs · plan` on the left, the
+/// key hint on the right.
 pub fn status_line(state: &UiState, width: usize) -> Line<'static> {
     let usage = state.transcript.usage;
-    let mut tail = vec![Span::styled(
+    let mut lead = Vec::new();
+    if state.busy {
+        let running = state
+            .busy_since_ms
+            .map(|since| state.now_ms.saturating_sub(since));
+        let frame = SPINNER[(running.unwrap_or(state.now_ms) / 100) as usize % SPINNER.len()];
+        let elapsed = running
+            .map(|ms| format!(" {}", elapsed(ms)))
+            .unwrap_or_default();
+        lead.push(Span::styled(
+            format!("{frame} working{elapsed} · "),
+            Style::default().fg(Color::Yellow),
+        ));
+    }
+    let mut tail = Vec::new();
+    if let Some(context) = state.context {
+        let percent = context.percent();
+        let style = match percent {
+            90.. => Style::default().fg(Color::Red),
+            70.. => Style::default().fg(Color::Yellow),
+            _ => dim(),
+        };
+        tail.push(Span::styled(
+            format!(" · ctx {percent}% of {}", count(context.window_tokens)),
+            style,
+        ));
+    }
+    tail.push(Span::styled(
         format!(
             " · ↑{} ↓{}",
             count(usage.prompt_total()),
             count(usage.output)
         ),
         dim(),
-    )];
+    ));
     if let Some(hit) = usage.cache_hit_percent() {
         tail.push(Span::styled(format!(" · cache {hit}%"), dim()));
     }
@@ -444,8 +627,9 @@ pub fn status_line(state: &UiState, width: usize) -> Line<'static> {
         (None, false) => None,
     };
     let right_width = right.as_deref().map_or(0, |r| width_of(r) + 2);
-    let fixed: usize =
-        width_of(&state.model) + tail.iter().map(|s| width_of(&s.content)).sum::<usize>();
+    let fixed: usize = width_of(&state.model)
+        + lead.iter().map(|s| width_of(&s.content)).sum::<usize>()
+        + tail.iter().map(|s| width_of(&s.content)).sum::<usize>();
     // The folder gives way first: full path, then `…/name`, then nothing.
     let full = short_cwd(&state.cwd);
     let base = std::path::Path::new(&state.cwd)
@@ -458,10 +642,12 @@ pub fn status_line(state: &UiState, width: usize) -> Line<'static> {
         .find(|c| width_of(c) + 3 <= room)
         .map(|c| format!(" · {c}"))
         .unwrap_or_default();
-    let mut parts = vec![
-        Span::styled(state.model.clone(), Style::default().fg(Color::Cyan)),
-        Span::styled(cwd, dim()),
-    ];
+    let mut parts = lead;
+    parts.push(Span::styled(
+        state.model.clone(),
+        Style::default().fg(Color::Cyan),
+    ));
+    parts.push(Span::styled(cwd, dim()));
     parts.extend(tail);
     let left_width: usize = parts.iter().map(|s| width_of(&s.content)).sum();
     if let Some(right) = right {
@@ -483,6 +669,60 @@ pub fn status_line(state: &UiState, width: usize) -> Line<'static> {
         return Line::from(Span::styled(truncate(&text, width), dim()));
     }
     Line::from(parts)
+}
+
+/// `12s`, `3m05s` (whole seconds: the status line should not flicker).
+fn elapsed(ms: u64) -> String {
+    let secs = ms / 1000;
+    if secs < 60 {
+        format!("{secs}s")
+    } else {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    }
+}
+
+fn render_picker(frame: &mut Frame<'_>, body: Rect, picker: &Picker) {
+    let width = body.width.saturating_sub(2).min(110);
+    let inner = width.saturating_sub(2) as usize;
+    let visible = picker.visible();
+    let rows = (body.height.saturating_sub(4) as usize).max(1);
+    let start = picker.selected.saturating_sub(rows.saturating_sub(1));
+    let mut lines = vec![Line::from(vec![
+        Span::styled("filter: ", dim()),
+        Span::raw(picker.filter.clone()),
+        Span::styled("▏", Style::default().fg(Color::Cyan)),
+    ])];
+    if visible.is_empty() {
+        lines.push(Line::from(Span::styled("no matching session", dim())));
+    }
+    let when_width = 12;
+    let folder_width = (inner / 3).min(40);
+    for (i, item) in visible.iter().enumerate().skip(start).take(rows) {
+        let title_width = inner.saturating_sub(when_width + folder_width + 6);
+        let mark = if item.here { "•" } else { " " };
+        let text = format!(
+            "{mark} {:<title_width$}  {:<when_width$}  {}",
+            truncate(&item.title, title_width),
+            truncate(&item.when, when_width),
+            truncate(&short_cwd(&item.folder), folder_width),
+        );
+        let style = if i == picker.selected {
+            Style::default().fg(Color::Black).bg(Color::Cyan)
+        } else if item.here {
+            Style::default()
+        } else {
+            dim()
+        };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
+    let height = (lines.len() as u16 + 2).min(body.height);
+    let area = Rect::new(body.x + (body.width - width) / 2, body.y, width, height);
+    frame.render_widget(Clear, area);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::default().fg(Color::Cyan))
+        .title(" resume a session · ↑↓ enter · esc closes · • this folder ");
+    frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 fn render_overlay(frame: &mut Frame<'_>, body: Rect, title: &str, lines: &[String]) {

@@ -36,6 +36,7 @@ fn app(factory: &Arc<TestFactory>, start: Start) -> TuiApp {
         model: "deepseek-v4-flash".into(),
         cwd: factory.workspace.clone(),
         start,
+        prompt: None,
     }
 }
 
@@ -211,6 +212,7 @@ async fn a_bash_call_renders_running_then_finished() {
         .unwrap();
     ui.pump();
     ui.state.now_ms = started + 2300;
+    ui.state.busy_since_ms = Some(started);
     insta::assert_snapshot!("bash_running", frame(&ui.state, 80, 14).backend());
     until(&mut ui, "the turn to end", idle).await;
     let tool = ui.state.transcript.entries.iter().find_map(|e| match e {
@@ -280,6 +282,8 @@ async fn an_approval_blocks_only_its_call_and_remembers_the_session_grant() {
         !c.state.approvals.is_empty()
     })
     .await;
+    // The clock the status line and cards read: fixed for the snapshot.
+    ui.state.busy_since_ms = Some(ui.state.now_ms);
     insta::assert_snapshot!("approval_prompt", frame(&ui.state, 80, 16).backend());
     ui.on_key(key(KeyCode::Char('a')));
     until(&mut ui, "the turn to end", idle).await;

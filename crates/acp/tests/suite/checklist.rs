@@ -401,7 +401,12 @@ async fn item_22_requests_without_a_call_or_from_a_foreign_agent_stay_local() {
     let ask = wire.next().await;
     assert_eq!(ask["method"], "session/request_permission");
     assert_eq!(ask["params"]["sessionId"], json!(session));
-    assert_eq!(ask["params"]["toolCall"], json!({"toolCallId": "call_1"}));
+    // A call the client was never shown is described from the request alone.
+    assert_eq!(
+        ask["params"]["toolCall"],
+        json!({"toolCallId": "call_1", "kind": "other", "status": "pending", "title": "bash",
+            "content": [{"type": "content", "content": {"type": "text", "text": "bash needs approval to run."}}]})
+    );
     wire.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow-once"}}}));
     assert_eq!(pending.await.unwrap(), ApprovalOutcome::AllowedOnce);
 }

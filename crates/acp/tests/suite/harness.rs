@@ -51,6 +51,13 @@ pub struct TestFactory {
     pub adapter: Arc<ScriptedAdapter>,
     pub registry: Arc<ToolRegistry>,
     pub modes: std::sync::Mutex<Vec<String>>,
+    /// Whether `check_credentials` passes.
+    pub credentials: std::sync::Mutex<bool>,
+    #[allow(
+        dead_code,
+        reason = "kept alive with the factory; tests register into it"
+    )]
+    pub commands: dsh_commands::CommandRegistry,
 }
 
 fn modes() -> ModeState {
@@ -71,6 +78,7 @@ fn modes() -> ModeState {
 impl TestFactory {
     pub fn new(home: &Path) -> Arc<Self> {
         let root = Scope::root();
+        let commands = dsh_commands::CommandRegistry::install(&root).unwrap();
         let registry = ToolRegistry::new(RegistryConfig::default());
         registry.register(&root, bash_tool()).unwrap();
         registry.register(&root, edit_tool()).unwrap();
@@ -92,6 +100,8 @@ impl TestFactory {
             adapter: ScriptedAdapter::new("scripted"),
             registry,
             modes: std::sync::Mutex::new(Vec::new()),
+            credentials: std::sync::Mutex::new(true),
+            commands,
         })
     }
 
@@ -155,6 +165,22 @@ impl SessionFactory for TestFactory {
     ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
         let result = dsh_acp::stored_sessions(&self.store, cwd.as_deref());
         Box::pin(std::future::ready(result))
+    }
+
+    fn auth_methods(&self) -> Vec<dsh_acp::AuthMethodInfo> {
+        vec![dsh_acp::AuthMethodInfo {
+            id: "test-key".into(),
+            name: "Test key".into(),
+            description: Some("Set TEST_KEY".into()),
+        }]
+    }
+
+    fn check_credentials(&self) -> Result<(), FactoryError> {
+        if *self.credentials.lock().unwrap() {
+            Ok(())
+        } else {
+            Err(FactoryError::auth_required("no test key"))
+        }
     }
 
     fn set_mode(&self, _agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
@@ -327,10 +353,18 @@ impl Wire {
         self.until_response(1).await;
         self.request(2, "session/new", json!({"cwd": cwd, "mcpServers": []}));
         let (_, response) = self.until_response(2).await;
-        response["result"]["sessionId"]
+        let id = response["result"]["sessionId"]
             .as_str()
             .expect("a session id")
-            .to_owned()
+            .to_owned();
+        // Right after the response: the session's slash commands.
+        let commands = self.next().await;
+        assert_eq!(
+            commands["params"]["update"]["sessionUpdate"], "available_commands_update",
+            "{commands}"
+        );
+        assert_eq!(commands["params"]["sessionId"], json!(id));
+        id
     }
 }
 

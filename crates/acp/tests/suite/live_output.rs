@@ -47,11 +47,13 @@ fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
         std::mem::forget(disposer);
     }
     Arc::new(TestFactory {
-        root,
+        root: root.clone(),
         store: JsonlStore::new(home),
         adapter: ScriptedAdapter::new("scripted"),
         registry,
         modes: std::sync::Mutex::new(Vec::new()),
+        credentials: std::sync::Mutex::new(true),
+        commands: dsh_commands::CommandRegistry::install(&root).unwrap(),
     })
 }
 

@@ -1,8 +1,10 @@
 mod checklist;
 mod client;
+mod editor_client;
 mod harness;
 mod images;
 mod live_output;
 mod questions;
+mod schema;
 mod snapshots;
 mod wire;

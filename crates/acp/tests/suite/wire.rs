@@ -28,15 +28,22 @@ async fn handshake_answers_protocol_1_and_a_uuid_session() {
     assert_eq!(init["result"]["protocolVersion"], 1);
     assert_eq!(
         init["result"]["agentInfo"],
-        json!({"name": "deepseek-harness-acp", "version": "0.0.1"})
+        json!({"name": "deepseek-harness-acp", "version": env!("CARGO_PKG_VERSION")})
     );
     assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["result"]["agentCapabilities"]["mcpCapabilities"],
+        json!({"http": false, "sse": false})
+    );
     assert_eq!(
         init["result"]["agentCapabilities"]["promptCapabilities"],
         json!({"image": false, "audio": false, "embeddedContext": false})
     );
-    assert_eq!(init["result"]["authMethods"], json!([]));
-    wire.request(2, "authenticate", json!({"methodId": "none"}));
+    assert_eq!(
+        init["result"]["authMethods"],
+        json!([{"id": "test-key", "name": "Test key", "description": "Set TEST_KEY"}])
+    );
+    wire.request(2, "authenticate", json!({"methodId": "test-key"}));
     let (_, auth) = wire.until_response(2).await;
     assert_eq!(auth["result"], json!({}));
     wire.request(
@@ -327,7 +334,23 @@ async fn a_rejected_permission_denies_the_tool() {
             break frame;
         }
     };
-    assert_eq!(ask["params"]["toolCall"], json!({"toolCallId": "call_1"}));
+    // The full call the client was shown, pending, led by what is asked.
+    assert_eq!(
+        ask["params"]["toolCall"],
+        json!({"toolCallId": "call_1", "kind": "execute", "status": "pending",
+            "title": "echo needs-approval",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": "bash needs approval to run."}},
+                {"type": "content", "content": {"type": "text", "text": "Runs a command"}}
+            ],
+            "rawInput": {"command": "echo needs-approval"}})
+    );
+    let pending = ask_status(&wire.seen, "call_1");
+    assert_eq!(
+        pending,
+        vec!["in_progress", "pending"],
+        "pending while asking"
+    );
     let kinds: Vec<_> = ask["params"]["options"]
         .as_array()
         .unwrap()
@@ -358,6 +381,64 @@ async fn a_rejected_permission_denies_the_tool() {
         last.contains("the user rejected tool \\\"bash\\\""),
         "{last}"
     );
+}
+
+/// The statuses `call_id` went through so far, in order (`tool_call`, then updates).
+fn ask_status(frames: &[serde_json::Value], call_id: &str) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .map(|f| &f["params"]["update"])
+        .filter(|u| u["toolCallId"] == call_id)
+        .filter_map(|u| u["status"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn authentication_is_required_without_credentials() {
+    let home = tempfile::tempdir().unwrap();
+    let factory = TestFactory::new(home.path());
+    *factory.credentials.lock().unwrap() = false;
+    let mut wire = Wire::start(factory.clone());
+    wire.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    wire.until_response(1).await;
+    wire.request(
+        2,
+        "session/new",
+        json!({"cwd": home.path(), "mcpServers": []}),
+    );
+    let (_, refused) = wire.until_response(2).await;
+    assert_eq!(
+        refused["error"],
+        json!({"code": -32000, "message": "Authentication required: no test key"})
+    );
+    assert!(factory.store.list().unwrap().is_empty(), "no session made");
+    wire.request(3, "authenticate", json!({"methodId": "test-key"}));
+    let (_, still) = wire.until_response(3).await;
+    assert_eq!(still["error"]["code"], -32000);
+    wire.request(4, "authenticate", json!({"methodId": "other"}));
+    let (_, unknown) = wire.until_response(4).await;
+    assert_eq!(
+        unknown["error"],
+        json!({"code": -32602, "message": "Invalid params: unknown authentication method: other"})
+    );
+    *factory.credentials.lock().unwrap() = true;
+    wire.request(5, "authenticate", json!({"methodId": "test-key"}));
+    let (_, ok) = wire.until_response(5).await;
+    assert_eq!(ok["result"], json!({}));
+    wire.request(
+        6,
+        "session/new",
+        json!({"cwd": home.path(), "mcpServers": []}),
+    );
+    let (_, created) = wire.until_response(6).await;
+    assert!(created["result"]["sessionId"].is_string(), "{created}");
+    wire.close();
+    wire.task.await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -578,4 +659,112 @@ async fn sessions_are_independent() {
     );
     let (_, response) = wire.until_response(3).await;
     assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
+}
+
+#[tokio::test]
+async fn slash_commands_are_announced_and_run_without_a_model_request() {
+    use dsh_commands::CommandCall;
+    use dsh_commands::CommandResult;
+    use dsh_commands::CommandSpec;
+    let home = tempfile::tempdir().unwrap();
+    let factory = TestFactory::new(home.path());
+    let echo = CommandSpec::new("echo", "Say it back", |call: CommandCall| async move {
+        Ok(CommandResult::text(call.argument().to_owned()))
+    })
+    .input("<text>");
+    factory.commands.register(&factory.root, echo).unwrap();
+    factory
+        .commands
+        .register(
+            &factory.root,
+            CommandSpec::new("broken", "Always fails", |_: CommandCall| async {
+                Err("disk on fire".to_owned())
+            }),
+        )
+        .unwrap();
+    let mut wire = Wire::start(factory.clone());
+    wire.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    wire.until_response(1).await;
+    wire.request(
+        2,
+        "session/new",
+        json!({"cwd": home.path(), "mcpServers": []}),
+    );
+    let (_, created) = wire.until_response(2).await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let announced = wire.next().await;
+    assert_eq!(
+        announced["params"]["update"],
+        json!({"sessionUpdate": "available_commands_update", "availableCommands": [
+            {"name": "broken", "description": "Always fails"},
+            {"name": "echo", "description": "Say it back", "input": {"hint": "<text>"}}
+        ]})
+    );
+    let prompt = |id: u64, text: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+    };
+    for (id, line, said) in [
+        (3, "/echo hello there", "hello there"),
+        (4, "/nope x", "Error: unknown command: /nope x"),
+        (5, "/broken", "Error: command failed: disk on fire"),
+    ] {
+        wire.send(prompt(id, line));
+        let (frames, response) = wire.until_response(id).await;
+        assert_eq!(
+            response["result"],
+            json!({"stopReason": "end_turn"}),
+            "{line}"
+        );
+        assert_eq!(message_text(&frames), said, "{line}");
+    }
+    assert!(factory.adapter.requests().is_empty(), "no model request");
+    // A command registered later is announced to the live session.
+    let later = factory
+        .commands
+        .register(
+            &factory.root,
+            CommandSpec::new("later", "Arrived later", |_: CommandCall| async {
+                Ok(CommandResult::ok())
+            }),
+        )
+        .unwrap();
+    let update = wire.next().await;
+    let names: Vec<&str> = update["params"]["update"]["availableCommands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["broken", "echo", "later"]);
+    later.dispose();
+    let update = wire.next().await;
+    assert_eq!(
+        update["params"]["update"]["availableCommands"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // A path is not a command: it goes to the model.
+    factory.adapter.push_chunks(text_response("A path."));
+    wire.send(prompt(6, "/tmp/x is odd"));
+    let (frames, _) = wire.until_response(6).await;
+    assert_eq!(message_text(&frames), "A path.");
+    let events = factory.store.load(&session).unwrap().events;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e.kind.as_str())
+        .filter(|k| k.starts_with("command/"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["command/run", "command/done", "command/run", "command/done"]
+    );
+    wire.close();
+    wire.task.await.unwrap().unwrap();
 }

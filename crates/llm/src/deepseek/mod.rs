@@ -216,6 +216,7 @@ impl DeepSeekAdapter {
                 });
             }
         }
+        crate::error::check_base_url(&config.base_url)?;
         let mut builder = reqwest::Client::builder().connect_timeout(config.connect_timeout);
         if config
             .base_url
@@ -335,7 +336,7 @@ impl DeepSeekAdapter {
             return Err(LlmFailure::new(
                 codes::MISSING_CREDENTIAL,
                 format!(
-                    "llm-deepseek: no API key for provider route \"{PROVIDER}\"; store {env} through the credentials service (the web Models page writes it), or export {env} in the launching environment"
+                    "llm-deepseek: no API key for provider route \"{PROVIDER}\"; export {env}=<your key> in the environment dsh starts in, or set `model.api_key_env` to the name of the variable that holds it"
                 ),
             ));
         }

@@ -179,8 +179,10 @@ impl State {
             Err(error) => {
                 tracing::warn!(base_url = %self.attempt.base_url, %error, "DeepSeek request failed");
                 let message = format!(
-                    "{} request to {} failed",
-                    self.attempt.label, self.attempt.base_url
+                    "{} request to {} failed: {}",
+                    self.attempt.label,
+                    self.attempt.base_url,
+                    crate::error::transport_cause(&error)
                 );
                 return Err(self.error(LlmFailure::new(codes::TRANSPORT, message)));
             }

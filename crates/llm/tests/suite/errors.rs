@@ -147,9 +147,30 @@ async fn connection_refused_is_transport() {
         failure,
         LlmFailure::new(
             "TRANSPORT",
-            format!("DeepSeek API request to {base} failed")
+            format!("DeepSeek API request to {base} failed: connection refused")
         )
     );
+}
+
+#[test]
+fn a_malformed_base_url_fails_when_the_adapter_is_built() {
+    for (url, why) in [
+        ("ht tp://bad url", "relative URL without a base"),
+        ("ftp://example.com", "the scheme is `ftp`"),
+        ("localhost:8080", "the scheme is `localhost`"),
+    ] {
+        let config = dsh_llm::DeepSeekConfig {
+            base_url: url.to_owned(),
+            ..dsh_llm::DeepSeekConfig::default()
+        };
+        let error = dsh_llm::DeepSeekAdapter::new(config).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "invalid model adapter configuration: base_url `{url}` is not a valid http(s) URL: {why}"
+            )
+        );
+    }
 }
 
 #[tokio::test]
@@ -184,7 +205,7 @@ async fn missing_key_fails_without_a_request() {
             error_failure(finish_of(&chunks)),
             LlmFailure::new(
                 "MISSING_CREDENTIAL",
-                "llm-deepseek: no API key for provider route \"deepseek-official\"; store DEEPSEEK_API_KEY through the credentials service (the web Models page writes it), or export DEEPSEEK_API_KEY in the launching environment"
+                "llm-deepseek: no API key for provider route \"deepseek-official\"; export DEEPSEEK_API_KEY=<your key> in the environment dsh starts in, or set `model.api_key_env` to the name of the variable that holds it"
             )
         );
     }

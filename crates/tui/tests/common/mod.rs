@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod pty;
+
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +43,8 @@ pub const T0: u64 = 1_767_225_600_000;
 
 pub struct TestFactory {
     pub root: Scope,
+    /// The shared slash-command registry (on the root, as the host installs it).
+    pub commands: dsh_commands::CommandRegistry,
     pub store: JsonlStore,
     pub adapter: Arc<ScriptedAdapter>,
     pub registry: Arc<ToolRegistry>,
@@ -92,8 +96,10 @@ impl TestFactory {
                 next.run(exec)
             }
         });
+        let commands = dsh_commands::CommandRegistry::install(&root).unwrap();
         Arc::new(Self {
             root,
+            commands,
             store: JsonlStore::new(dir.join("home")),
             adapter: ScriptedAdapter::new("scripted"),
             registry,
@@ -147,6 +153,10 @@ impl SessionFactory for TestFactory {
 
     fn list_sessions(&self) -> anyhow::Result<Vec<SessionSummary>> {
         Ok(self.store.list()?)
+    }
+
+    fn models(&self) -> Vec<String> {
+        vec!["scripted-model".into(), "scripted-pro".into()]
     }
 }
 

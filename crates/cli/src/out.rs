@@ -1,0 +1,59 @@
+//! Writing to stdout and stderr without ever panicking or blocking on a closed pipe
+//! (`dsh exec … | head -1`): a failed write is dropped, and a closed stream stays closed for
+//! the rest of the run. `println!`/`eprintln!` would panic there, and a panic inside a log call
+//! can leave a lock held and the process hung.
+
+use std::io::IsTerminal;
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+
+static STDERR_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `text` to stderr, ignoring a closed stream.
+pub fn stderr(text: std::fmt::Arguments<'_>) {
+    if STDERR_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    if err.write_fmt(text).and_then(|()| err.flush()).is_err() {
+        STDERR_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Writes `text` to stdout; `Err` only for a failure other than a closed reader.
+pub fn stdout(text: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(text).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Whether stderr is a terminal (colours, progress notes).
+pub fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// The tracing writer for stderr: drops everything once stderr is closed.
+pub struct QuietStderr;
+
+impl Write for QuietStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if STDERR_CLOSED.load(Ordering::Relaxed) {
+            return Ok(buf.len());
+        }
+        match std::io::stderr().write_all(buf) {
+            Ok(()) => Ok(buf.len()),
+            Err(_) => {
+                STDERR_CLOSED.store(true, Ordering::Relaxed);
+                Ok(buf.len())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
+}

@@ -1,0 +1,491 @@
+//! `dsh exec` where a codex or Claude Code user would look, through the real binary against a
+//! recording chat-completions server: the task from stdin, `--resume` / `--continue` /
+//! `--fork`, `-s` / `-a` / `-m` / `-C` / `-c`, `--output json`, `-o`, the session id on stderr;
+//! failures that are clear and leave nothing behind; `dsh sessions list|show|rm`; diagnostics
+//! that never hang on a closed pipe; `dsh tools` in every tools mode.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::BufRead;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::process::Output;
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
+use dsh_testkit::chat::ChatServer;
+use dsh_testkit::chat::Reply;
+use serde_json::Value;
+use serde_json::json;
+
+struct Env {
+    work: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Self {
+        let home = tempfile::tempdir().unwrap();
+        // Every model request is the conversation's: no title side request.
+        std::fs::write(
+            home.path().join("config.toml"),
+            "[plugins.session-title]\nenabled = false\n",
+        )
+        .unwrap();
+        Self {
+            work: tempfile::tempdir().unwrap(),
+            home,
+        }
+    }
+
+    fn command(&self, url: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("DEEPSEEK_") || name.starts_with("DSH_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .args(args)
+            .current_dir(self.work.path())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path())
+            .env("DEEPSEEK_API_KEY", "test-key")
+            .env("DEEPSEEK_BASE_URL", url);
+        command
+    }
+
+    fn run(&self, url: &str, args: &[&str]) -> Output {
+        self.command(url, args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn run_with_stdin(&self, url: &str, args: &[&str], stdin: &str) -> Output {
+        let mut child = self
+            .command(url, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn sessions(&self) -> usize {
+        fn walk(dir: &Path) -> usize {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| {
+                    let path = e.path();
+                    if path.is_dir() {
+                        walk(&path)
+                    } else {
+                        usize::from(path.extension().is_some_and(|x| x == "jsonl"))
+                    }
+                })
+                .sum()
+        }
+        walk(&self.home.path().join("sessions"))
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The session id `dsh exec` printed on stderr.
+fn session_of(out: &Output) -> String {
+    stderr(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .unwrap_or_else(|| panic!("no session line: {}", stderr(out)))
+        .to_owned()
+}
+
+fn user_texts(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_comes_from_stdin_and_json_output_sums_it_up() {
+    let server = ChatServer::start(vec![Reply::text("from a pipe"), Reply::text("dash too")])
+        .await
+        .unwrap();
+    let env = Env::new();
+    let last = env.work.path().join("last.txt");
+    let out = env.run_with_stdin(
+        &server.url(),
+        &["exec", "--output", "json", "-o", last.to_str().unwrap()],
+        "summarise the pipe\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = session_of(&out);
+    let result: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(result["sessionId"], json!(id));
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["output"], "from a pipe");
+    assert_eq!(std::fs::read_to_string(&last).unwrap(), "from a pipe");
+    assert!(user_texts(&server.requests()[0])[0].contains("summarise the pipe"));
+
+    let out = env.run_with_stdin(&server.url(), &["exec", "-"], "the dash form");
+    assert_eq!(stdout(&out), "dash too\n", "{}", stderr(&out));
+    assert!(user_texts(&server.requests()[1])[0].contains("the dash form"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_continue_and_fork_pick_the_session() {
+    let server = ChatServer::start(vec![
+        Reply::text("one"),
+        Reply::text("two"),
+        Reply::text("three"),
+        Reply::text("four"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let first = env.run(&url, &["exec", "remember apples"]);
+    let id = session_of(&first);
+    let resumed = env.run(&url, &["exec", "--resume", &id, "what did I say?"]);
+    assert_eq!(session_of(&resumed), id, "{}", stderr(&resumed));
+    let continued = env.run(&url, &["exec", "--continue", "and then?"]);
+    assert_eq!(session_of(&continued), id);
+    // A unique prefix names the session too.
+    let forked = env.run(&url, &["exec", "--fork", &id[..16], "in a fork"]);
+    let fork = session_of(&forked);
+    assert_ne!(fork, id);
+    let requests = server.requests();
+    let said = |i: usize| user_texts(&requests[i]).join("\n");
+    assert!(
+        said(1).contains("remember apples") && said(1).contains("what did I say?"),
+        "resume carries the history"
+    );
+    assert!(said(2).contains("what did I say?") && said(2).contains("and then?"));
+    let fork = said(3);
+    for earlier in [
+        "remember apples",
+        "what did I say?",
+        "and then?",
+        "in a fork",
+    ] {
+        assert!(
+            fork.contains(earlier),
+            "the fork starts from the whole conversation: {fork}"
+        );
+    }
+    assert_eq!(env.sessions(), 2);
+    let bad = env.run(&url, &["exec", "--resume", "session-nope", "x"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("no stored session session-nope"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flags_override_the_configuration() {
+    let server = ChatServer::start(vec![
+        Reply::text("ok"),
+        Reply::text("ok"),
+        Reply::text("ok"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let sub = env.work.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let out = env.run(
+        &url,
+        &[
+            "exec",
+            "-m",
+            "deepseek-v4-pro",
+            "-s",
+            "read-only",
+            "-C",
+            sub.to_str().unwrap(),
+            "hi",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.run(
+        &url,
+        &[
+            "exec",
+            "-c",
+            "model.name=deepseek-v4-flash",
+            "-a",
+            "never",
+            "hi",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let requests = server.requests();
+    assert_eq!(requests[0]["model"], "deepseek-v4-pro");
+    let first = requests[0].to_string();
+    assert!(
+        first.contains("read-only"),
+        "the sandbox is read-only: {first}"
+    );
+    assert!(
+        first.contains(&*sub.canonicalize().unwrap().to_string_lossy()),
+        "-C is the cwd"
+    );
+    assert_eq!(requests[1]["model"], "deepseek-v4-flash");
+    assert!(
+        requests[1]
+            .to_string()
+            .contains("Approval prompts are disabled"),
+        "-a never reaches the runtime context"
+    );
+    let bad = env.run(&url, &["exec", "-c", "novalue", "hi"]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("-c novalue: expected key=value"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_clear_exit_non_zero_and_leave_no_session() {
+    let env = Env::new();
+    let missing = env.run("http://127.0.0.1:9", &["exec", "-C", "/no/such/dir", "hi"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        stderr(&missing),
+        "dsh: --cwd /no/such/dir: no such directory\n"
+    );
+    assert_eq!(env.sessions(), 0);
+
+    let started = Instant::now();
+    let malformed = env.run("ht tp://bad url", &["exec", "hi"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "fails at once, not after retries"
+    );
+    assert!(!malformed.status.success());
+    assert!(
+        stderr(&malformed).contains("base_url `ht tp://bad url` is not a valid http(s) URL"),
+        "{}",
+        stderr(&malformed)
+    );
+    assert_eq!(env.sessions(), 0);
+
+    let no_key = env
+        .command("http://127.0.0.1:9", &["exec", "hi"])
+        .env("DEEPSEEK_API_KEY", "")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(no_key.status.code(), Some(1));
+    let text = stderr(&no_key);
+    assert!(text.contains("dsh: MISSING_CREDENTIAL:"), "{text}");
+    assert!(
+        text.contains("export DEEPSEEK_API_KEY=<your key>"),
+        "{text}"
+    );
+    assert!(text.contains("model.api_key_env"), "{text}");
+    assert!(!text.contains("Models page"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_exec_cannot_ask_for_names_the_flag_that_allows_it() {
+    if !Path::new("/usr/bin/bwrap").exists() {
+        eprintln!("SKIPPED: bubblewrap is not installed");
+        return;
+    }
+    let arguments = json!({
+        "command": "touch /etc/dsh-exec-escalated",
+        "description": "Write outside",
+        "sandbox_permissions": "danger-full-access",
+        "justification": "asked to"
+    });
+    let server = ChatServer::start(vec![
+        Reply::tool_call("call_x", "bash", arguments),
+        Reply::text("It was refused."),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let out = env.run(
+        &server.url(),
+        &["exec", "-s", "workspace-write", "escalate"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("dsh exec cannot ask for approval")
+            && text.contains("`-s danger-full-access`"),
+        "{text}"
+    );
+    assert!(!text.contains("no approval service is composed"), "{text}");
+    assert!(!Path::new("/etc/dsh-exec-escalated").exists());
+    let tool_result = server.requests()[1].to_string();
+    assert!(
+        tool_result.contains("no approval channel is available"),
+        "{tool_result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_list_show_and_rm() {
+    let server = ChatServer::start(vec![Reply::text("Pears are **green**.")])
+        .await
+        .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let out = env.run(&url, &["exec", "tell me about pears"]);
+    let id = session_of(&out);
+    let list = env.run(&url, &["sessions", "list"]);
+    let table = stdout(&list);
+    let mut lines = table.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("ID") && header.contains("ACTIVE") && header.contains("TURNS"));
+    let row = lines.next().unwrap();
+    assert!(row.starts_with(&id), "the full id: {row}");
+    assert!(
+        row.contains("just now") && row.contains("tell me about pears"),
+        "{row}"
+    );
+    let folder = env.work.path().canonicalize().unwrap();
+    assert!(
+        row.contains(folder.file_name().unwrap().to_str().unwrap()),
+        "{row}"
+    );
+
+    let show = env.run(&url, &["sessions", "show", &id]);
+    let transcript = stdout(&show);
+    assert!(transcript.contains("› tell me about pears"), "{transcript}");
+    assert!(transcript.contains("Pears are green."), "{transcript}");
+    assert!(!transcript.contains('\u{1b}'), "plain text for a pipe");
+    let json = env.run(&url, &["sessions", "show", "--json", &id]);
+    let first: Value = serde_json::from_str(stdout(&json).lines().next().unwrap()).unwrap();
+    assert!(first["type"].is_string());
+
+    let rm = env.run(&url, &["sessions", "rm", &id]);
+    assert_eq!(stdout(&rm), format!("removed session {id}\n"));
+    assert_eq!(env.sessions(), 0);
+    let gone = env.run(&url, &["sessions", "show", &id]);
+    assert!(!gone.status.success());
+}
+
+#[test]
+fn diagnostics_have_no_colours_off_a_terminal_and_a_closed_pipe_never_hangs() {
+    let env = Env::new();
+    // Unreachable server: dsh logs and retries; the reader goes away after the first line.
+    let mut child = env
+        .command("http://127.0.0.1:9", &["exec", "hi"])
+        .env("DSH_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert!(!first.contains('\u{1b}'), "no ANSI colours: {first:?}");
+    drop(reader);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(1), "a clean failure, not a panic");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "dsh hung after its stderr closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn tools_lists_exactly_what_the_model_is_offered_in_every_mode() {
+    let env = Env::new();
+    let names = |mode: &str| -> Vec<String> {
+        let out = env
+            .command("http://127.0.0.1:9", &["tools"])
+            .env("DSH_TOOLS_MODE", mode)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        names("code"),
+        ["run_code"],
+        "code mode offers run_code alone"
+    );
+    let native = names("native");
+    assert!(native.contains(&"bash".to_owned()) && native.contains(&"read".to_owned()));
+    assert!(!native.contains(&"run_code".to_owned()));
+    let both = names("both");
+    assert!(both.contains(&"run_code".to_owned()) && both.contains(&"bash".to_owned()));
+}
+
+#[test]
+fn tools_lists_mcp_tools_as_the_model_gets_them() {
+    let repo = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let server = repo.join("tests/mcp-server/node_modules/.bin/mcp-server-everything");
+    if !server.exists() {
+        eprintln!(
+            "SKIPPED: {} is not installed (npm ci --prefix tests/mcp-server)",
+            server.display()
+        );
+        return;
+    }
+    let env = Env::new();
+    std::fs::write(
+        env.home.path().join("config.toml"),
+        format!(
+            "[plugins.session-title]\nenabled = false\n\n[[mcp.servers]]\nname = \"everything\"\ncommand = \"{}\"\n",
+            server.canonicalize().unwrap().display()
+        ),
+    )
+    .unwrap();
+    for (mode, expect_mcp) in [("native", true), ("code", false)] {
+        let out = env
+            .command("http://127.0.0.1:9", &["tools"])
+            .env("DSH_TOOLS_MODE", mode)
+            .output()
+            .unwrap();
+        let listed = stdout(&out);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(
+            listed
+                .lines()
+                .any(|l| l.starts_with("mcp__everything__echo")),
+            expect_mcp,
+            "{mode}: {listed}"
+        );
+    }
+}

@@ -1,0 +1,113 @@
+//! After the UI leaves the alternate screen, the conversation is printed to the normal screen
+//! so it stays in the terminal's scrollback (as it would in a shell), followed by the command
+//! that reopens the session.
+
+use std::io;
+use std::io::Write;
+
+use crossterm::style::Attribute;
+use crossterm::style::Color as TermColor;
+use crossterm::style::ContentStyle;
+use crossterm::style::PrintStyledContent;
+use crossterm::style::StyledContent;
+use ratatui::style::Color;
+use ratatui::style::Modifier;
+use ratatui::style::Style;
+use ratatui::text::Line;
+
+use crate::controller::Controller;
+
+fn color(color: Color) -> Option<TermColor> {
+    Some(match color {
+        Color::Reset => return None,
+        Color::Black => TermColor::Black,
+        Color::Red => TermColor::DarkRed,
+        Color::Green => TermColor::DarkGreen,
+        Color::Yellow => TermColor::DarkYellow,
+        Color::Blue => TermColor::DarkBlue,
+        Color::Magenta => TermColor::DarkMagenta,
+        Color::Cyan => TermColor::DarkCyan,
+        Color::Gray => TermColor::Grey,
+        Color::DarkGray => TermColor::DarkGrey,
+        Color::LightRed => TermColor::Red,
+        Color::LightGreen => TermColor::Green,
+        Color::LightYellow => TermColor::Yellow,
+        Color::LightBlue => TermColor::Blue,
+        Color::LightMagenta => TermColor::Magenta,
+        Color::LightCyan => TermColor::Cyan,
+        Color::White => TermColor::White,
+        Color::Rgb(r, g, b) => TermColor::Rgb { r, g, b },
+        Color::Indexed(i) => TermColor::AnsiValue(i),
+    })
+}
+
+fn content_style(style: Style) -> ContentStyle {
+    let mut out = ContentStyle::new();
+    out.foreground_color = style.fg.and_then(color);
+    out.background_color = style.bg.and_then(color);
+    for (modifier, attribute) in [
+        (Modifier::BOLD, Attribute::Bold),
+        (Modifier::DIM, Attribute::Dim),
+        (Modifier::ITALIC, Attribute::Italic),
+        (Modifier::UNDERLINED, Attribute::Underlined),
+        (Modifier::CROSSED_OUT, Attribute::CrossedOut),
+        (Modifier::REVERSED, Attribute::Reverse),
+    ] {
+        if style.add_modifier.contains(modifier) {
+            out.attributes.set(attribute);
+        }
+    }
+    out
+}
+
+/// Writes styled lines as terminal text (SGR sequences, reset after each span).
+pub fn write_lines(out: &mut impl Write, lines: &[Line<'_>]) -> io::Result<()> {
+    for line in lines {
+        for span in &line.spans {
+            let style = content_style(line.style.patch(span.style));
+            crossterm::queue!(
+                out,
+                PrintStyledContent(StyledContent::new(style, span.content.as_ref()))
+            )?;
+        }
+        out.write_all(b"\r\n")?;
+    }
+    Ok(())
+}
+
+/// A line of transcript text (for callers without a ratatui dependency).
+pub type PlainLine = Line<'static>;
+
+/// Writes lines as plain text (no terminal sequences): for a file or a pipe.
+pub fn write_plain(out: &mut impl Write, lines: &[Line<'_>]) -> io::Result<()> {
+    for line in lines {
+        for span in &line.spans {
+            out.write_all(span.content.as_bytes())?;
+        }
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// The whole transcript at `width`, then the resume hint when the session was stored.
+pub fn print(out: &mut impl Write, controller: &Controller, width: usize) -> io::Result<()> {
+    let lines = crate::view::transcript_lines(&controller.state, width.max(20));
+    if !controller.state.transcript.entries.is_empty() {
+        write_lines(out, &lines)?;
+        out.write_all(b"\r\n")?;
+    }
+    if let Some(id) = controller.resumable_id() {
+        let hint = Line::from(vec![
+            ratatui::text::Span::styled(
+                "To continue this session: ",
+                Style::default().fg(Color::DarkGray),
+            ),
+            ratatui::text::Span::styled(
+                format!("dsh resume {id}"),
+                Style::default().fg(Color::Cyan),
+            ),
+        ]);
+        write_lines(out, &[hint])?;
+    }
+    out.flush()
+}
