@@ -9,6 +9,7 @@
 //! Must not depend on: front-ends.
 
 pub mod command;
+pub mod modes;
 mod state;
 pub mod tool;
 
