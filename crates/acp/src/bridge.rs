@@ -437,16 +437,25 @@ impl Bridge {
     ) -> Result<SetSessionModeResponse, RpcError> {
         let session = self.session(&request.session_id.0)?;
         let mode = request.mode_id.0.to_string();
-        let known = lock(&session.modes)
-            .as_ref()
-            .is_some_and(|m| m.available.iter().any(|a| a.id == mode));
-        if !known {
-            return Err(invalid_params(format!("unknown mode: {mode}")));
-        }
+        let before = {
+            let modes = lock(&session.modes);
+            let known = modes
+                .as_ref()
+                .filter(|m| m.available.iter().any(|a| a.id == mode));
+            match known {
+                Some(modes) => modes.current.clone(),
+                None => return Err(invalid_params(format!("unknown mode: {mode}"))),
+            }
+        };
         self.factory
             .set_mode(&session.agent, &mode)
             .map_err(crate::error::FactoryError::into_rpc)?;
         if let Some(modes) = lock(&session.modes).as_mut() {
+            // The session's mode watch already moved it here (and said so) while the factory
+            // applied it: one `current_mode_update`, not two.
+            if modes.current == mode && before != mode {
+                return Ok(SetSessionModeResponse::new());
+            }
             modes.current = mode.clone();
         }
         session.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(

@@ -17,6 +17,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::AvailableCommand;
 use agent_client_protocol::v1::schema::AvailableCommandInput;
 use agent_client_protocol::v1::schema::AvailableCommandsUpdate;
+use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::SessionNotification;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::ToolCallStatus;
@@ -214,7 +215,7 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) cwd: PathBuf,
     pub(crate) agent: AgentHandle,
-    pub(crate) modes: Mutex<Option<ModeState>>,
+    pub(crate) modes: Arc<Mutex<Option<ModeState>>>,
     pub(crate) slot: Mutex<Option<PromptSlot>>,
     /// Message id → turn that claimed it (from `agent/inbox/claimed`).
     pub(crate) claimed: Arc<Mutex<HashMap<String, u64>>>,
@@ -222,6 +223,8 @@ pub(crate) struct Session {
     /// The last `usage_update` sent as `(used, size)` (an unchanged fill is not re-sent).
     usage: Mutex<Option<(u64, u64)>>,
     _listener: Subscription,
+    /// Follows mode changes the log records (see [`crate::ModeWatch`]).
+    _mode_listener: Option<Subscription>,
     _registrations: Vec<Disposer>,
     /// Stops the live-output flusher with the session.
     _flusher: DropGuard,
@@ -243,7 +246,9 @@ impl Session {
             agent,
             tools,
             modes,
+            mode_watch,
         } = parts;
+        let modes = Arc::new(Mutex::new(modes));
         let terminal_output = client.terminal_output;
         let ctx = RenderContext {
             cwd: cwd.clone(),
@@ -284,6 +289,30 @@ impl Session {
                 .log()
                 .on_event(move |event| lock(&sink).deliver(event, false))
         };
+        let mode_listener = mode_watch.map(|watch| {
+            let (modes, delivery) = (modes.clone(), delivery.clone());
+            agent.log().on_event(move |event| {
+                let moved = {
+                    let mut modes = lock(&modes);
+                    let Some(modes) = modes.as_mut() else {
+                        return;
+                    };
+                    match watch(&modes.current, event) {
+                        Some(id)
+                            if id != modes.current
+                                && modes.available.iter().any(|m| m.id == id) =>
+                        {
+                            modes.current = id.clone();
+                            id
+                        }
+                        _ => return,
+                    }
+                };
+                lock(&delivery).send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    moved,
+                )));
+            })
+        });
         let claimed: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
         let mut registrations = Vec::new();
         {
@@ -364,12 +393,13 @@ impl Session {
                 id,
                 cwd,
                 agent,
-                modes: Mutex::new(modes),
+                modes,
                 slot: Mutex::new(None),
                 claimed,
                 delivery,
                 usage: Mutex::new(None),
                 _listener: listener,
+                _mode_listener: mode_listener,
                 _registrations: registrations,
                 _flusher: stop.drop_guard(),
             }

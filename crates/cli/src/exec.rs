@@ -264,7 +264,7 @@ async fn run_task(
         cancel_agent.cancel(CancelCause::User, false);
         stop
     });
-    let outcome = dsh_agent::run_once(&agent, &task).await;
+    let outcome = dsh_agent::run_final(&agent, &task).await;
     let stopped = if interrupt.is_finished() {
         interrupt.await.ok()
     } else {

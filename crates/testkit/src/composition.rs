@@ -64,15 +64,21 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             "[plugins.hooks-codex]\nconfig_path = \"codex-hooks.json\"\n\n",
         ));
     }
-    if files.iter().any(|file| file.contains("/goal.")) {
-        // The goal overlay mounts the goal domain, its tools and the round driver.
-        toml.push_str("[plugins.goal]\nenabled = true\n\n");
-    }
-    if files
-        .iter()
-        .any(|file| file.contains("ask-user") || file.contains("user-question"))
-    {
-        toml.push_str("[plugins.ask-user]\nenabled = true\n\n");
+    // Goals, plan mode, `ask_user_question` and the repeat-tool reminder are on in dsh by
+    // default (docs/steering.md); the recorded compositions mounted each only in its overlay.
+    let overlay = |needles: &[&str]| {
+        files
+            .iter()
+            .any(|file| needles.iter().any(|needle| file.contains(needle)))
+    };
+    for (plugin, needles) in [
+        ("goal", &["/goal."][..]),
+        ("plan-mode", &["plan-mode", "/plan."][..]),
+        ("ask-user", &["ask-user", "user-question"][..]),
+        ("repeat-tool-reminder", &["repeat-tool", "/guard."][..]),
+    ] {
+        let enabled = overlay(needles);
+        let _ = write!(toml, "[plugins.{plugin}]\nenabled = {enabled}\n\n");
     }
     if uses("/session-title.cordis.yml") {
         // The overlay's LLM title provider capped the title reply at 32 output tokens.
@@ -168,6 +174,34 @@ mod tests {
             "{toml}"
         );
         assert!(toml.contains("mode = \"danger-full-access\""));
+    }
+
+    #[test]
+    fn steering_plugins_on_by_default_are_mounted_only_by_their_overlays() {
+        let enabled = |files: Value| {
+            let spec = spec(serde_json::json!({"suite": "headless", "name": "g",
+                "upstream": {"config_files": files}}));
+            let parsed: toml::Table = toml::from_str(&config_toml(&spec, Path::new("/h"))).unwrap();
+            ["goal", "plan-mode", "ask-user", "repeat-tool-reminder"]
+                .map(|name| parsed["plugins"][name]["enabled"].as_bool().unwrap())
+        };
+        assert_eq!(
+            enabled(serde_json::json!(["examples/headless-agent/cordis.yml"])),
+            [false; 4]
+        );
+        assert_eq!(
+            enabled(serde_json::json!([
+                "examples/headless-agent/goal.cordis.snapshot.yml",
+                "examples/headless-agent/cordis.yml"
+            ])),
+            [true, false, false, false]
+        );
+        assert_eq!(
+            enabled(serde_json::json!([
+                "examples/acp-agent/ask-user.cordis.yml"
+            ])),
+            [false, false, true, false]
+        );
     }
 
     #[test]
