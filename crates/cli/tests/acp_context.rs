@@ -89,6 +89,7 @@ async fn compact_is_an_acp_command_and_the_context_fill_is_a_usage_update() {
         })
         .expect("/compact is offered after session/new");
     assert_eq!(compact["description"], "Compact older conversation history");
+    assert!(compact.get("input").is_none(), "/compact takes no input");
     let usage = updates(&acp.frames, "usage_update");
     let after_turn = usage.last().expect("a usage_update for the turn");
     assert_eq!(after_turn["size"], WINDOW);
