@@ -45,7 +45,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         let host = crate::host::start(&cwd, overrides).await?;
         let _watch = crate::host::watch_and_log(&host);
         let sessions = host.sessions();
-        let models = models(&host);
+        let models = crate::host::models(&host);
         let app = dsh_tui::TuiApp {
             factory: Arc::new(Factory {
                 sessions: sessions.clone(),
@@ -62,32 +62,6 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         result?;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// What `/model` offers: the adapter's built-in models, the `[[model.catalog]]` entries and
-/// the configured model.
-fn models(host: &dsh_host::Host) -> Vec<String> {
-    let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
-        .models
-        .iter()
-        .map(|m| m.id.clone())
-        .collect();
-    if let Some(catalog) = host
-        .config()
-        .get("model.catalog")
-        .and_then(|c| c.as_array())
-    {
-        models.extend(
-            catalog
-                .iter()
-                .filter_map(|entry| entry.get("id").and_then(|id| id.as_str()))
-                .map(str::to_owned),
-        );
-    }
-    models.push(host.sessions().route().1);
-    let mut seen = std::collections::HashSet::new();
-    models.retain(|m| seen.insert(m.clone()));
-    models
 }
 
 struct Factory {
