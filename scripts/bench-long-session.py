@@ -88,9 +88,11 @@ def config(window):
 
 def session_log(home, session_id):
     for root, _dirs, files in os.walk(os.path.join(home, "sessions")):
-        if session_id in root and "log.jsonl" in files:
-            with open(os.path.join(root, "log.jsonl")) as f:
-                return [json.loads(line) for line in f if line.strip()][1:]
+        if "session.jsonl" in files:
+            with open(os.path.join(root, "session.jsonl")) as f:
+                lines = [json.loads(line) for line in f if line.strip()]
+            if lines and lines[0].get("id") == session_id:
+                return lines[1:]
     sys.exit(f"no log for session {session_id}")
 
 

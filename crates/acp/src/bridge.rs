@@ -90,6 +90,8 @@ impl Default for BridgeConfig {
 struct State {
     closed: bool,
     terminal_output: bool,
+    /// `clientCapabilities.elicitation.form` at `initialize`: questions go out as forms.
+    elicitation_form: bool,
     /// `clientCapabilities.fs`: the file tools read and write through the client.
     fs: crate::client_fs::FsCapabilities,
     /// `clientCapabilities.terminal`: the client runs terminals.
@@ -185,9 +187,15 @@ impl Bridge {
             self.factory.prompt_images().as_deref(),
             self.factory.image_input(None),
         );
+        let elicitation_form = request
+            .client_capabilities
+            .elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some());
         {
             let mut state = lock(&self.state);
             state.terminal_output = terminal;
+            state.elicitation_form = elicitation_form;
             state.images_advertised = images;
             state.terminal = request.client_capabilities.terminal;
             state.fs = crate::client_fs::FsCapabilities {
@@ -278,6 +286,7 @@ impl Bridge {
             })
             .await
             .map_err(crate::error::FactoryError::into_rpc)?;
+        let elicitation = lock(&self.state).elicitation_form;
         // Persisted now, not at the first prompt: another process may load or list it.
         if let Err(error) = parts.agent.log().persist() {
             return Err(abandon(
@@ -287,6 +296,7 @@ impl Bridge {
         }
         let client = self.client_view();
         let agent = parts.agent.clone();
+        crate::questions::offer(&agent, connection.clone(), elicitation);
         let session = Session::attach(
             session_id.clone(),
             request.cwd,
@@ -371,8 +381,10 @@ impl Bridge {
                 cwd.to_string_lossy()
             )));
         }
+        let elicitation = lock(&self.state).elicitation_form;
         let client = self.client_view();
         let agent = parts.agent.clone();
+        crate::questions::offer(&agent, connection.clone(), elicitation);
         let images = self.factory.prompt_images();
         let session = Session::attach(id, cwd, parts, connection, client, true, images)
             .map_err(|error| abandon(agent, &error))?;

@@ -25,6 +25,7 @@ pub mod lines;
 mod live;
 mod mapping;
 mod prompt;
+mod questions;
 mod serve;
 mod session;
 mod time;

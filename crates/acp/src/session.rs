@@ -328,11 +328,17 @@ impl Session {
                     .map_err(|e| e.to_string())?,
             );
         }
-        let approval: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
+        let answerer: Arc<dyn ApprovalService> = Arc::new(ClientApproval::new(
             id.clone(),
             agent.scope().id(),
             connection,
             Arc::new(DeliveryCalls(Arc::downgrade(&delivery))),
+        ));
+        // The client answers; the approval service audits and applies the policy first, so
+        // under `never` the client is never asked.
+        let approval: Arc<dyn ApprovalService> = Arc::new(dsh_approval::UserApproval::new(
+            Some(answerer),
+            agent.scope().service::<dyn dsh_approval::PolicySource>(),
         ));
         registrations.push(
             agent

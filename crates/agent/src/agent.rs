@@ -186,6 +186,11 @@ impl Agent {
             agent: handle.inner.id.clone(),
             resumed,
         });
+        handle.started(if resumed {
+            SessionSource::Resume
+        } else {
+            SessionSource::Startup
+        });
         Ok(handle)
     }
 }

@@ -44,7 +44,9 @@ pub use maintenance::Maintenance;
 pub use model_switch::switch_model;
 pub use prompt::PromptConfig;
 pub use prompt::PromptRegistry;
+pub use step::MAX_MODEL_OUTPUT_BYTES;
 pub use step::NO_ADAPTER;
+pub use step::OUTPUT_TOO_LARGE;
 
 pub use dsh_session::data::AbortReason;
 pub use dsh_session::data::InboxTarget;

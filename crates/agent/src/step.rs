@@ -24,7 +24,6 @@ use dsh_session::data::RequestContext;
 use dsh_session::data::RequestHeader;
 use dsh_session::data::RetryMode;
 use dsh_session::data::TurnEndReason;
-use dsh_session::kind;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +41,18 @@ use crate::prompt::render_system;
 
 /// The code of a route no adapter serves.
 pub const NO_ADAPTER: &str = "NO_ADAPTER";
+
+/// The failure code of an answer that grew past [`MAX_MODEL_OUTPUT_BYTES`].
+pub const OUTPUT_TOO_LARGE: &str = "OUTPUT_TOO_LARGE";
+
+/// The most a model may stream in one attempt (text, reasoning and tool arguments together):
+/// past it the attempt ends with [`OUTPUT_TOO_LARGE`] instead of growing memory and the log.
+pub const MAX_MODEL_OUTPUT_BYTES: usize = 32 * 1024 * 1024;
+
+/// Tool-call argument deltas are logged one by one only up to this many bytes per call; the
+/// rest is folded without a chunk event each (the call's `blockEnd` carries the whole
+/// arguments), so a large argument costs its size, not a JSON envelope per delta.
+pub const LOGGED_ARGUMENT_DELTA_BYTES: usize = 64 * 1024;
 
 /// The config as prepared for one attempt.
 struct Prepared {
@@ -292,13 +303,11 @@ impl AgentHandle {
             model: prepared.config.model.clone(),
             context_window: prepared.context_window,
         };
+        // The log keeps the latest context: no snapshot of the whole log per request.
         let last = self
             .inner
             .log
-            .events()
-            .iter()
-            .rev()
-            .find(|e| e.kind == kind::REQUEST_CONTEXT)
+            .request_context()
             .and_then(|e| e.decode::<RequestContext>())
             .and_then(Result::ok);
         if last.as_ref() != Some(&current) {
@@ -335,6 +344,8 @@ impl AgentHandle {
         };
         let mut assembler = BlockAssembler::new();
         let mut seqs = Vec::new();
+        let mut streamed = 0usize;
+        let mut argument_bytes: std::collections::HashMap<u32, usize> = Default::default();
         loop {
             let next = tokio::select! {
                 biased;
@@ -347,16 +358,58 @@ impl AgentHandle {
                 Some(Some(_)) if abort.is_cancelled() => break,
                 Some(Some(chunk)) => chunk,
             };
-            let event = self.inner.log.append_data(
-                &AssistantChunk {
-                    turn,
-                    step,
-                    chunk: chunk.clone(),
-                },
-                None,
-            )?;
-            seqs.push(event.seq);
+            let (chunk, log_it) = match chunk {
+                StreamChunk::TextDelta { ref text, .. }
+                | StreamChunk::ReasoningDelta { ref text, .. } => {
+                    streamed = streamed.saturating_add(text.len());
+                    (chunk, true)
+                }
+                StreamChunk::ToolCallDelta {
+                    index,
+                    ref arguments_delta,
+                    ..
+                } => {
+                    streamed = streamed.saturating_add(arguments_delta.len());
+                    let seen = argument_bytes.entry(index).or_default();
+                    let logged = *seen < LOGGED_ARGUMENT_DELTA_BYTES;
+                    *seen = seen.saturating_add(arguments_delta.len());
+                    (chunk, logged)
+                }
+                other => (other, true),
+            };
+            let chunk = if streamed > MAX_MODEL_OUTPUT_BYTES {
+                cancel.cancel();
+                StreamChunk::Finish {
+                    reason: FinishReason::Error {
+                        failure: LlmFailure::new(
+                            OUTPUT_TOO_LARGE,
+                            format!(
+                                "the model's answer grew past {} MiB in one request; it was stopped",
+                                MAX_MODEL_OUTPUT_BYTES / (1024 * 1024)
+                            ),
+                        ),
+                    },
+                    replay_state: None,
+                }
+            } else {
+                chunk
+            };
+            let finished = matches!(chunk, StreamChunk::Finish { .. });
+            if log_it || finished {
+                let event = self.inner.log.append_data(
+                    &AssistantChunk {
+                        turn,
+                        step,
+                        chunk: chunk.clone(),
+                    },
+                    None,
+                )?;
+                seqs.push(event.seq);
+            }
             assembler.push(&chunk);
+            if finished && streamed > MAX_MODEL_OUTPUT_BYTES {
+                break;
+            }
         }
         if abort.is_cancelled() {
             cancel.cancel();

@@ -270,6 +270,7 @@ async fn run_task(
                 json!({"type": "result", "sessionId": session_id, "output": outcome.text});
             if let Some(usage) = &usage {
                 result["usage"] = serde_json::to_value(usage)?;
+                add_context_fill(&mut result["usage"], &host, &agent);
             }
             say!("{result}")?;
         }
@@ -304,7 +305,20 @@ async fn run_task(
             ExitCode::FAILURE
         }
         Some(TurnEndReason::Aborted { .. }) => ExitCode::from(130),
-        _ => ExitCode::FAILURE,
+        Some(TurnEndReason::MaxTokens) => {
+            eprintln!(
+                "dsh: MAX_TOKENS: the model stopped at its output token limit before it finished the turn"
+            );
+            ExitCode::FAILURE
+        }
+        Some(TurnEndReason::Blocked) => {
+            eprintln!("dsh: BLOCKED: the turn was blocked before it completed");
+            ExitCode::FAILURE
+        }
+        Some(TurnEndReason::Interrupted) | None => {
+            eprintln!("dsh: INTERRUPTED: the run ended without completing its turn");
+            ExitCode::FAILURE
+        }
     })
 }
 
@@ -335,7 +349,22 @@ async fn print_events(session_id: String, mut receiver: mpsc::UnboundedReceiver<
     }
 }
 
-/// The field-wise sum of each step's usage, as the upstream driver reports it.
+/// The context fill after the run (`contextTokens`: the newest prompt size plus the estimated
+/// change since, so a compaction shows at once; `contextWindow`), from the token meter.
+fn add_context_fill(usage: &mut serde_json::Value, host: &dsh_host::Host, agent: &AgentHandle) {
+    let Some(meter) = host.sessions().service::<dsh_token_meter::TokenMeter>() else {
+        return;
+    };
+    let pressure = meter.pressure(agent.log());
+    if let Some(tokens) = pressure.projected_tokens {
+        usage["contextTokens"] = json!(tokens);
+    }
+    if let Some(window) = pressure.context_window {
+        usage["contextWindow"] = json!(window);
+    }
+}
+
+/// The field-wise sum of each step's usage, as the upstream driver reports it (saturating).
 fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
     let mut total: Option<TokenUsage> = None;
     for event in agent.log().events_since(first_seq) {
@@ -343,18 +372,9 @@ fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
             continue;
         };
         let Some(usage) = message.usage else { continue };
-        let sum = total.get_or_insert_with(TokenUsage::default);
-        sum.input_tokens += usage.input_tokens;
-        sum.output_tokens += usage.output_tokens;
-        add(&mut sum.cache_read_tokens, usage.cache_read_tokens);
-        add(&mut sum.cache_write_tokens, usage.cache_write_tokens);
-        add(&mut sum.reasoning_tokens, usage.reasoning_tokens);
+        total
+            .get_or_insert_with(TokenUsage::default)
+            .accumulate(&usage);
     }
     total
-}
-
-fn add(slot: &mut Option<u64>, value: Option<u64>) {
-    if let Some(value) = value {
-        *slot = Some(slot.unwrap_or(0) + value);
-    }
 }

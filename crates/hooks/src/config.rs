@@ -1,217 +1,216 @@
-//! The hook configuration file: `{"hooks": {"<Event>": [{"matcher", "hooks": [{type, command,
-//! timeout?}]}]}}`, read once. Only `command` hooks on the two tool events are bridged; other
-//! events and hook types are skipped with a log line so a file written for the full Claude Code
-//! (or Codex) event set still loads.
+//! The hook file (upstream `parseClaudeCodeConfig` / `parseCodexConfig`): lenient — malformed
+//! entries are dropped, unsupported events and hook types are skipped with a warning — with
+//! one exception: a kept matcher that does not compile rejects the whole file.
 
 use std::path::Path;
-use std::time::Duration;
 
-use regex::Regex;
-use serde::Deserialize;
+use serde_json::Map;
 use serde_json::Value;
 
 use crate::Dialect;
-use crate::HooksError;
-use crate::Point;
-
-/// Upstream's default per-command timeout.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::Event;
+use crate::matcher::Matcher;
 
 /// One runnable command hook.
-#[derive(Debug, Clone)]
-pub struct Handler {
-    /// `<dialect>:<Point>:<n>`, `n` counting this point's commands from 1 in file order.
-    pub id: String,
-    pub point: Point,
-    /// The matcher as written (absent or empty = every tool).
-    pub matcher: Option<String>,
-    pattern: Matcher,
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandHook {
+    /// The shell line, after Claude Code's `${CLAUDE_PLUGIN_ROOT}` / `${CLAUDE_PROJECT_DIR}`
+    /// substitution.
     pub command: String,
-    pub timeout: Duration,
+    /// Any number the file gave (0, negatives and fractions included: the executor judges).
+    pub timeout_sec: Option<f64>,
 }
 
+/// A matcher group with at least one command hook.
 #[derive(Debug, Clone)]
-enum Matcher {
-    All,
-    Regex(Regex),
-    /// A matcher that is not a valid regex is compared literally.
-    Exact(String),
+pub struct Group {
+    /// The matcher exactly as kept (absent when the group had none, or the event has no
+    /// matcher subject).
+    pub matcher: Option<String>,
+    compiled: Matcher,
+    pub hooks: Vec<CommandHook>,
 }
 
-impl Handler {
-    pub fn matches(&self, tool: &str) -> bool {
-        match &self.pattern {
-            Matcher::All => true,
-            Matcher::Regex(regex) => regex.is_match(tool),
-            Matcher::Exact(name) => name == tool,
-        }
+impl Group {
+    pub fn matches(&self, subject: &str) -> bool {
+        self.compiled.matches(subject)
     }
 }
 
-/// Every bridged command of one configuration file.
+/// Claude Code's command substitutions (configured values only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Substitutions {
+    pub plugin_root: Option<String>,
+    pub project_dir: Option<String>,
+}
+
+/// Why a hook file could not be loaded. `Display` is upstream's `String(error)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    #[error("Error: ENOENT: no such file or directory, open '{0}'")]
+    Missing(String),
+    #[error("Error: {0}")]
+    Unreadable(String),
+    #[error("SyntaxError: {0}")]
+    Json(String),
+    #[error("SyntaxError: {0}")]
+    Matcher(String),
+}
+
+/// A parsed hook file: the surviving groups per event, and one warning per skipped hook.
 #[derive(Debug, Clone, Default)]
-pub struct HooksConfig {
+pub struct HookFile {
     pub dialect: Dialect,
-    pub pre_tool_use: Vec<Handler>,
-    pub post_tool_use: Vec<Handler>,
+    events: Vec<(Event, Vec<Group>)>,
+    /// `hooks-…: skipping …` lines, in file order.
+    pub skipped: Vec<String>,
 }
 
-impl HooksConfig {
-    /// Reads `path`; a missing file is `Ok(None)` (the bridge registers nothing).
-    pub fn load(dialect: Dialect, path: &Path) -> Result<Option<Self>, HooksError> {
-        let text = match std::fs::read_to_string(path) {
+impl HookFile {
+    /// Reads `path` (relative paths resolve against the process cwd) and parses it.
+    pub fn load(dialect: Dialect, path: &str, subs: &Substitutions) -> Result<Self, LoadError> {
+        let text = match std::fs::read_to_string(Path::new(path)) {
             Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(HooksError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                });
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(LoadError::Missing(path.to_owned()));
             }
+            Err(error) => return Err(LoadError::Unreadable(format!("{error}, open '{path}'"))),
         };
-        Self::parse(dialect, &text)
-            .map(Some)
-            .map_err(|message| HooksError::Invalid {
-                path: path.to_path_buf(),
-                message,
-            })
+        let root: Value =
+            serde_json::from_str(&text).map_err(|e| LoadError::Json(e.to_string()))?;
+        Self::from_value(dialect, &root, subs)
     }
 
-    /// Parses a configuration document.
-    pub fn parse(dialect: Dialect, text: &str) -> Result<Self, String> {
-        let file: FileShape = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let mut config = Self {
+    /// Parses an already-decoded document.
+    pub fn from_value(
+        dialect: Dialect,
+        root: &Value,
+        subs: &Substitutions,
+    ) -> Result<Self, LoadError> {
+        let mut file = Self {
             dialect,
             ..Self::default()
         };
-        let Some(events) = file.hooks else {
-            return Ok(config);
+        let Value::Object(root) = root else {
+            return Ok(file);
         };
-        for (event, groups) in events {
-            let Some(point) = Point::from_event_name(dialect, &event) else {
-                tracing::debug!(%event, dialect = dialect.as_str(), "hook event not bridged");
+        let map: &Map<String, Value> = match root.get("hooks") {
+            Some(Value::Object(hooks)) => hooks,
+            _ => root,
+        };
+        for &event in dialect.events() {
+            let Some(Value::Array(groups)) = map.get(event.as_str()) else {
                 continue;
             };
-            let groups: Vec<GroupShape> =
-                serde_json::from_value(groups).map_err(|e| format!("hooks.{event}: {e}"))?;
-            let target = match point {
-                Point::PreToolUse => &mut config.pre_tool_use,
-                Point::PostToolUse => &mut config.post_tool_use,
-            };
+            let mut kept = Vec::new();
             for group in groups {
-                let matcher = group.matcher.filter(|m| !m.is_empty());
-                let pattern = match matcher.as_deref() {
-                    None | Some("*") => Matcher::All,
-                    Some(text) => match Regex::new(&format!("^(?:{text})$")) {
-                        Ok(regex) => Matcher::Regex(regex),
-                        Err(error) => {
-                            tracing::warn!(matcher = text, %error, "hook matcher is not a regex; comparing literally");
-                            Matcher::Exact(text.to_owned())
-                        }
-                    },
+                let Value::Object(group) = group else {
+                    continue;
                 };
-                for hook in group.hooks {
-                    if hook.kind != "command" {
-                        tracing::debug!(kind = %hook.kind, "hook type not bridged");
-                        continue;
-                    }
-                    let Some(command) = hook.command.filter(|c| !c.trim().is_empty()) else {
-                        return Err(format!("hooks.{event}: a command hook has no command"));
-                    };
-                    let timeout = match hook.timeout {
-                        Some(secs) if secs.is_finite() && secs > 0.0 => {
-                            Duration::from_secs_f64(secs)
-                        }
-                        Some(_) => return Err(format!("hooks.{event}: timeout must be positive")),
-                        None => DEFAULT_TIMEOUT,
-                    };
-                    target.push(Handler {
-                        id: format!(
-                            "{}:{}:{}",
-                            dialect.as_str(),
-                            point.as_str(),
-                            target.len() + 1
-                        ),
-                        point,
-                        matcher: matcher.clone(),
-                        pattern: pattern.clone(),
-                        command,
-                        timeout,
-                    });
+                let Some(Value::Array(entries)) = group.get("hooks") else {
+                    continue;
+                };
+                let hooks: Vec<CommandHook> = entries
+                    .iter()
+                    .filter_map(|entry| file.command(event, entry, subs))
+                    .collect();
+                if hooks.is_empty() {
+                    continue;
                 }
+                let matcher = if event.has_matcher() {
+                    group
+                        .get("matcher")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                } else {
+                    None
+                };
+                let compiled = Matcher::compile(matcher.as_deref(), dialect).map_err(|diag| {
+                    LoadError::Matcher(format!("{diag} on event {}", Value::from(event.as_str())))
+                })?;
+                kept.push(Group {
+                    matcher,
+                    compiled,
+                    hooks,
+                });
+            }
+            if !kept.is_empty() {
+                file.events.push((event, kept));
             }
         }
-        Ok(config)
+        Ok(file)
     }
 
+    fn command(
+        &mut self,
+        event: Event,
+        entry: &Value,
+        subs: &Substitutions,
+    ) -> Option<CommandHook> {
+        let Value::Object(entry) = entry else {
+            return None;
+        };
+        let kind = entry
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("command");
+        let plugin = self.dialect.plugin();
+        if kind != "command" {
+            self.skipped.push(match self.dialect {
+                Dialect::ClaudeCode => format!(
+                    "{plugin}: skipping unsupported \"{kind}\" hook on {} (only command hooks run)",
+                    event.as_str()
+                ),
+                Dialect::Codex => format!(
+                    "{plugin}: skipping unsupported \"{kind}\" hook on {} (only sync command hooks run)",
+                    event.as_str()
+                ),
+            });
+            return None;
+        }
+        if self.dialect == Dialect::Codex && entry.get("async") == Some(&Value::Bool(true)) {
+            self.skipped.push(format!(
+                "{plugin}: skipping async hook on {} (only sync command hooks run)",
+                event.as_str()
+            ));
+            return None;
+        }
+        let mut command = entry.get("command")?.as_str()?.to_owned();
+        let timeout_sec = match self.dialect {
+            Dialect::ClaudeCode => entry.get("timeout").and_then(Value::as_f64),
+            Dialect::Codex => entry
+                .get("timeout")
+                .and_then(Value::as_f64)
+                .or_else(|| entry.get("timeoutSec").and_then(Value::as_f64)),
+        };
+        if self.dialect == Dialect::ClaudeCode {
+            if let Some(root) = &subs.plugin_root {
+                command = command.replace("${CLAUDE_PLUGIN_ROOT}", root);
+            }
+            if let Some(dir) = &subs.project_dir {
+                command = command.replace("${CLAUDE_PROJECT_DIR}", dir);
+            }
+        }
+        Some(CommandHook {
+            command,
+            timeout_sec,
+        })
+    }
+
+    /// The groups of `event`, in file order (empty when none survived).
+    pub fn groups(&self, event: Event) -> &[Group] {
+        self.events
+            .iter()
+            .find(|(e, _)| *e == event)
+            .map_or(&[], |(_, groups)| groups.as_slice())
+    }
+
+    /// Whether any hook of any event survived.
     pub fn is_empty(&self) -> bool {
-        self.pre_tool_use.is_empty() && self.post_tool_use.is_empty()
+        self.events.is_empty()
     }
-}
-
-#[derive(Deserialize)]
-struct FileShape {
-    hooks: Option<serde_json::Map<String, Value>>,
-}
-
-#[derive(Deserialize)]
-struct GroupShape {
-    matcher: Option<String>,
-    #[serde(default)]
-    hooks: Vec<HookShape>,
-}
-
-#[derive(Deserialize)]
-struct HookShape {
-    #[serde(rename = "type")]
-    kind: String,
-    command: Option<String>,
-    timeout: Option<f64>,
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn handler(matcher: &str) -> Handler {
-        let text = serde_json::json!({"hooks": {"PreToolUse": [
-            {"matcher": matcher, "hooks": [{"type": "command", "command": "true", "timeout": 5}]}
-        ]}})
-        .to_string();
-        let mut config = HooksConfig::parse(Dialect::ClaudeCode, &text).unwrap();
-        config.pre_tool_use.remove(0)
-    }
-
-    #[test]
-    fn matchers_are_anchored_regexes_with_match_all_forms() {
-        assert!(handler("bash").matches("bash"));
-        assert!(!handler("bash").matches("bash_extra"));
-        assert!(handler("Edit|Write").matches("Write"));
-        assert!(handler("mcp__.*").matches("mcp__fs__read"));
-        assert!(handler("*").matches("anything"));
-        assert!(handler("").matches("anything"));
-        assert_eq!(handler("").matcher, None);
-        assert!(handler("(").matches("("));
-        assert_eq!(handler("bash").timeout, Duration::from_secs(5));
-    }
-
-    #[test]
-    fn codex_accepts_snake_case_events_but_claude_code_does_not() {
-        let text =
-            r#"{"hooks": {"pre_tool_use": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#;
-        assert!(
-            HooksConfig::parse(Dialect::ClaudeCode, text)
-                .unwrap()
-                .is_empty()
-        );
-        let codex = HooksConfig::parse(Dialect::Codex, text).unwrap();
-        assert_eq!(codex.pre_tool_use[0].id, "codex:PreToolUse:1");
-        assert_eq!(codex.pre_tool_use[0].timeout, DEFAULT_TIMEOUT);
-    }
-
-    #[test]
-    fn a_command_hook_without_a_command_is_rejected() {
-        let text = r#"{"hooks": {"PreToolUse": [{"hooks": [{"type": "command"}]}]}}"#;
-        assert!(HooksConfig::parse(Dialect::ClaudeCode, text).is_err());
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -1,33 +1,65 @@
-//! `dsh-hooks`: the Claude Code and Codex hook bridges (upstream `hooks-claude-code`,
-//! `hooks-codex`).
+//! `dsh-hooks`: the Claude Code and Codex command-hook bridges (upstream `hooks-claude-code`,
+//! `hooks-codex`, and their shared `hook-protocol`).
 //!
-//! Owns: reading a hook configuration file ([`HooksConfig`]), running its `PreToolUse` /
-//! `PostToolUse` command hooks (`bash -c` in the session cwd, JSON payload on stdin, timeout,
-//! bounded output), mapping their answers onto the tool pipeline (a `tools/pre-execute`
-//! listener that denies/asks, a `tools/post-execute` listener that blocks or adds context), and
-//! the `hook/invoked` / `hook/result` event shapes ([`HookEvent`]).
-//! The events go to the session log, and commands run in the session's cwd, through the
-//! calling agent's `SessionContext`; [`HooksPlugin`] mounts a bridge from `[plugins.hooks-*]`.
-//! Must not depend on: any other capability crate, the host, a front-end.
+//! Owns: the hook file format and its lenient parsing (whole-file rejection on an invalid
+//! matcher), ECMAScript matcher semantics, running one hook through a [`HookExecutor`],
+//! decoding its output, merging the outputs of one point, the durable `hook/invoked` /
+//! `hook/result` events, and the bridge itself: every event either dialect supports wired to
+//! its seam — `SessionStart` (`agent/session-start`, detached), `UserPromptSubmit`
+//! (`agent/pre-step`), `PreToolUse` / `PostToolUse` (`tools/pre-execute` / `post-execute`),
+//! `Stop` (`agent/turn-stopping`), `SubagentStart` / `SubagentStop` (called by the subagent
+//! runtime's lifecycle notifications).
+//! Does not own: where the hook file is configured (the plugin's config table), the approval
+//! service an `ask` is routed to (the tool registry does that), how child environments are
+//! filtered (the executor is given its environment).
+//! Must not depend on: front-ends, concrete tool crates.
 
 mod bridge;
+mod codec;
 mod config;
 mod event;
-mod runner;
+mod exec;
+mod matcher;
+mod merge;
+mod plugin;
 
-use std::path::PathBuf;
-
-pub use bridge::install;
-pub use config::DEFAULT_TIMEOUT;
-pub use config::Handler;
-pub use config::HooksConfig;
+pub use bridge::BridgeSettings;
+pub use bridge::HandlerCounter;
+pub use bridge::HookBridge;
+pub use bridge::Loaded;
+pub use bridge::SubagentRun;
+pub use codec::Decision;
+pub use codec::HookOutput;
+pub use codec::parse_hook_output;
+pub use config::CommandHook;
+pub use config::Group;
+pub use config::HookFile;
+pub use config::LoadError;
+pub use config::Substitutions;
 pub use event::HookEvent;
-pub use runner::HookOutcome;
-pub use runner::HookRun;
-pub use runner::run_command;
+pub use event::summarize_stderr;
+pub use exec::EnvSource;
+pub use exec::ExecOutput;
+pub use exec::ExecRequest;
+pub use exec::HookExecutor;
+pub use exec::LocalExecutor;
+pub use matcher::Matcher;
+pub use merge::Merged;
+pub use merge::MergedDecision;
+pub use merge::merge_outputs;
+pub use plugin::ClaudeCode;
+pub use plugin::Codex;
+pub use plugin::DialectMarker;
+pub use plugin::HooksPlugin;
+pub use plugin::HooksSettings;
+
+/// `hookSpecificOutput`'s upstream default timeout (`DEFAULT_HOOK_TIMEOUT_MS`).
+pub const DEFAULT_TIMEOUT_MS: f64 = 600_000.0;
+/// Upstream's `DEFAULT_STDERR_SUMMARY_MAX_CHARS`.
+pub const DEFAULT_STDERR_SUMMARY_MAX_CHARS: usize = 500;
 
 /// Which upstream bridge a configuration belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Dialect {
     #[default]
     ClaudeCode,
@@ -35,7 +67,8 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// The `dialect` of `hook/invoked` and the prefix of handler ids.
+    /// The `dialect` of `hook/invoked`, the prefix of handler ids and the matcher diagnostic's
+    /// mode.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ClaudeCode => "claude-code",
@@ -43,115 +76,65 @@ impl Dialect {
         }
     }
 
-    /// The plugin name: the `plugin` of context messages' `{kind:"plugin"}` source.
+    /// The plugin name: the `plugin` of context messages' `{kind:"plugin"}` source and the
+    /// prefix of every warning.
     pub fn plugin(self) -> &'static str {
         match self {
             Self::ClaudeCode => "hooks-claude-code",
             Self::Codex => "hooks-codex",
         }
     }
+
+    /// The events this dialect reads from a hook file, in upstream's reading order.
+    pub fn events(self) -> &'static [Event] {
+        match self {
+            Self::ClaudeCode => &[
+                Event::SessionStart,
+                Event::UserPromptSubmit,
+                Event::PreToolUse,
+                Event::PostToolUse,
+                Event::Stop,
+                Event::SubagentStart,
+                Event::SubagentStop,
+            ],
+            Self::Codex => &[
+                Event::PreToolUse,
+                Event::PostToolUse,
+                Event::SessionStart,
+                Event::UserPromptSubmit,
+                Event::Stop,
+            ],
+        }
+    }
 }
 
-/// The tool events the bridges handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Point {
+/// A bridged hook event (the `point` of `hook/*` events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    SessionStart,
+    UserPromptSubmit,
     PreToolUse,
     PostToolUse,
+    Stop,
+    SubagentStart,
+    SubagentStop,
 }
 
-impl Point {
+impl Event {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::SessionStart => "SessionStart",
+            Self::UserPromptSubmit => "UserPromptSubmit",
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::Stop => "Stop",
+            Self::SubagentStart => "SubagentStart",
+            Self::SubagentStop => "SubagentStop",
         }
     }
 
-    /// The event key of a configuration file. Codex also accepts its snake_case names.
-    pub fn from_event_name(dialect: Dialect, name: &str) -> Option<Self> {
-        match (dialect, name) {
-            (_, "PreToolUse") | (Dialect::Codex, "pre_tool_use") => Some(Self::PreToolUse),
-            (_, "PostToolUse") | (Dialect::Codex, "post_tool_use") => Some(Self::PostToolUse),
-            _ => None,
-        }
+    /// Whether the event has a matcher subject (`UserPromptSubmit` and `Stop` discard theirs).
+    pub fn has_matcher(self) -> bool {
+        !matches!(self, Self::UserPromptSubmit | Self::Stop)
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum HooksError {
-    #[error("cannot read hook configuration {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid hook configuration {}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
-}
-
-/// `[plugins.hooks-claude-code]` and `[plugins.hooks-codex]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HooksSettings {
-    /// The bridge's hook file, resolved against the process's launch directory and read when
-    /// the plugin applies; absent = the bridge is off, a missing file = no hooks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_path: Option<PathBuf>,
-}
-
-/// One hook bridge as a plugin; `D` picks the dialect.
-#[derive(Debug, Default)]
-pub struct HooksPlugin<D: DialectMarker>(std::marker::PhantomData<D>);
-
-/// Type-level dialect of a [`HooksPlugin`].
-pub trait DialectMarker: Default + Send + Sync + 'static {
-    const DIALECT: Dialect;
-    const NAME: &'static str;
-}
-
-/// The Claude Code bridge.
-#[derive(Debug, Default)]
-pub struct ClaudeCode;
-
-/// The Codex bridge.
-#[derive(Debug, Default)]
-pub struct Codex;
-
-impl DialectMarker for ClaudeCode {
-    const DIALECT: Dialect = Dialect::ClaudeCode;
-    const NAME: &'static str = "hooks-claude-code";
-}
-
-impl DialectMarker for Codex {
-    const DIALECT: Dialect = Dialect::Codex;
-    const NAME: &'static str = "hooks-codex";
-}
-
-impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
-    type Config = HooksSettings;
-
-    fn name(&self) -> &str {
-        D::NAME
-    }
-
-    fn apply(
-        &self,
-        ctx: &dsh_kernel::Scope,
-        config: HooksSettings,
-    ) -> Result<(), dsh_plugin::PluginError> {
-        let Some(path) = config.config_path else {
-            return Ok(());
-        };
-        let host = dsh_plugin::HostServices::of(ctx)?;
-        // Upstream resolves the file from the launch directory: one file for every session.
-        let path = host.info.launch_cwd.join(path);
-        let hooks = HooksConfig::load(D::DIALECT, &path).map_err(dsh_plugin::PluginError::other)?;
-        if let Some(hooks) = hooks {
-            install(&host.tools, ctx, hooks);
-        }
-        Ok(())
-    }
-}
-
-impl<D: DialectMarker> dsh_plugin::HostPlugin for HooksPlugin<D> {
-    const NAME: &'static str = D::NAME;
 }

@@ -12,6 +12,8 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
     vec![
         PluginSpec::of::<SandboxPlugin>(),
         PluginSpec::of::<ApprovalPlugin>(),
+        PluginSpec::of::<dsh_approval::UserApprovalPlugin>(),
+        PluginSpec::of::<dsh_tool_ask_user::UserQuestionsPlugin>(),
         PluginSpec::of::<dsh_attachments::AttachmentsPlugin>(),
         PluginSpec::of::<dsh_spill::SpillPlugin>(),
         PluginSpec::of::<dsh_titles::FallbackTitlePlugin>(),
@@ -26,5 +28,15 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_tool_shell::BashPlugin>(),
         PluginSpec::of::<dsh_tool_fs::FsPlugin>(),
         PluginSpec::of::<dsh_mcp::McpPlugin>(),
+        PluginSpec::of::<dsh_token_meter::TokenMeterPlugin>(),
+        PluginSpec::of::<dsh_compaction::ToolResultPrunerPlugin>(),
+        PluginSpec::of::<dsh_compaction::CompactionPlugin>(),
+        PluginSpec::of::<dsh_instructions::WorkspaceInstructionsPlugin>(),
+        PluginSpec::of::<dsh_instructions::WorkspaceContextCompactionFixture>(),
+        PluginSpec::of::<dsh_guard::TimeoutPlugin>(),
+        PluginSpec::of::<dsh_guard::RepeatPlugin>(),
+        PluginSpec::of::<dsh_tool_ask_user::AskUserPlugin>(),
+        PluginSpec::of::<dsh_plan_mode::PlanModePlugin>(),
+        PluginSpec::of::<dsh_goal::GoalPlugin>(),
     ]
 }

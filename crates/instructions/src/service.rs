@@ -50,10 +50,19 @@ struct Touches {
     nested: HashMap<ExecutionToken, Vec<PathBuf>>,
 }
 
+/// The filesystem a given session's instructions are read through (`None`: no provider for
+/// it, the capability does nothing there).
+pub type FsProvider = Arc<dyn Fn(&AgentHandle) -> Option<Arc<dyn InstructionFs>> + Send + Sync>;
+
+/// One provider for every session.
+pub fn same_fs(fs: Arc<dyn InstructionFs>) -> FsProvider {
+    Arc::new(move |_| Some(fs.clone()))
+}
+
 /// The capability for one composition (all agents).
 pub struct WorkspaceInstructions {
     config: InstructionsConfig,
-    fs: Arc<dyn InstructionFs>,
+    fs: FsProvider,
     caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Cache>>>>,
     touches: Mutex<Touches>,
     agents: Mutex<HashMap<String, AgentHandle>>,
@@ -73,7 +82,7 @@ fn is_snapshot(message: &Message) -> bool {
 }
 
 impl WorkspaceInstructions {
-    pub fn new(config: InstructionsConfig, fs: Arc<dyn InstructionFs>) -> Arc<Self> {
+    pub fn new(config: InstructionsConfig, fs: FsProvider) -> Arc<Self> {
         Arc::new(Self {
             config,
             fs,
@@ -87,7 +96,7 @@ impl WorkspaceInstructions {
     /// capability is a no-op and registers nothing.
     pub fn mount(
         config: InstructionsConfig,
-        fs: Option<Arc<dyn InstructionFs>>,
+        fs: Option<FsProvider>,
         owner: &Scope,
         hooks: &AgentHooks,
         tools: &ToolRegistry,
@@ -186,6 +195,9 @@ impl WorkspaceInstructions {
         let Some(cwd) = agent.cwd().map(PathBuf::from) else {
             return decision;
         };
+        let Some(fs) = (self.fs)(agent) else {
+            return decision;
+        };
         lock(&self.agents).insert(agent.id().to_owned(), agent.clone());
         let cache = self.cache(agent.id());
         let mut cache = cache.lock().await;
@@ -194,15 +206,15 @@ impl WorkspaceInstructions {
             .remove(agent.id())
             .unwrap_or_default();
         if !staged.is_empty() {
-            self.project(agent, &cwd, &mut cache, &staged);
+            queue(&self.config, fs.as_ref(), agent, &cwd, &mut cache, &staged);
         }
         match decision {
             PreStepDecision::Reject => {
-                self.keep_pending(agent, &cwd, &mut cache, &[]);
+                queue(&self.config, fs.as_ref(), agent, &cwd, &mut cache, &[]);
                 PreStepDecision::Reject
             }
             PreStepDecision::Enter(messages) if step == 1 && messages.is_empty() => {
-                self.keep_pending(agent, &cwd, &mut cache, &[]);
+                queue(&self.config, fs.as_ref(), agent, &cwd, &mut cache, &[]);
                 PreStepDecision::Enter(messages)
             }
             PreStepDecision::Enter(mut messages) => {
@@ -220,7 +232,7 @@ impl WorkspaceInstructions {
                     .filter(|m| is_instructions(&m.source))
                     .collect();
                 authority.extend(pending.iter());
-                let composer = Composer::new(&self.config, self.fs.as_ref(), &cwd);
+                let composer = Composer::new(&self.config, fs.as_ref(), &cwd);
                 let composed = composer.compose(&mut cache, &surface, &authority, &[], false);
                 let mut insert = pending;
                 if let Some(composed) = composed
@@ -239,22 +251,6 @@ impl WorkspaceInstructions {
                 PreStepDecision::Enter(messages)
             }
         }
-    }
-
-    /// Keeps the composed message pending in next-step (one pending workspace message at most).
-    fn keep_pending(
-        &self,
-        agent: &AgentHandle,
-        cwd: &Path,
-        cache: &mut Cache,
-        touched: &[PathBuf],
-    ) {
-        queue(&self.config, self.fs.as_ref(), agent, cwd, cache, touched);
-    }
-
-    /// One projection of touched paths into the next-step inbox.
-    fn project(&self, agent: &AgentHandle, cwd: &Path, cache: &mut Cache, touched: &[PathBuf]) {
-        queue(&self.config, self.fs.as_ref(), agent, cwd, cache, touched);
     }
 
     fn observe(&self, event: &ResultEvent) {
@@ -313,9 +309,11 @@ impl WorkspaceInstructions {
         let Some(cwd) = agent.cwd().map(PathBuf::from) else {
             return;
         };
+        let Some(fs) = (self.fs)(&agent) else {
+            return;
+        };
         let cache = self.cache(agent.id());
         let config = self.config.clone();
-        let fs = self.fs.clone();
         runtime.spawn(async move {
             let mut cache = cache.lock().await;
             queue(&config, fs.as_ref(), &agent, &cwd, &mut cache, &touched);

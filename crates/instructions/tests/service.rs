@@ -121,7 +121,13 @@ fn rig_in(dir: tempfile::TempDir, setup: Setup<'_>) -> Rig {
     let mut value = setup.config;
     value["dshHome"] = json!(cwd.join(".dsh").to_string_lossy());
     let config = InstructionsConfig::parse(&value, &Environment::default()).unwrap();
-    let mounted = WorkspaceInstructions::mount(config, setup.fs, &root, &hooks, &tools);
+    let mounted = WorkspaceInstructions::mount(
+        config,
+        setup.fs.map(dsh_instructions::same_fs),
+        &root,
+        &hooks,
+        &tools,
+    );
     if let Some(before) = setup.before {
         before(&root, &hooks, &tools, cwd.clone());
     }

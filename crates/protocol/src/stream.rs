@@ -20,6 +20,31 @@ pub struct TokenUsage {
     pub reasoning_tokens: Option<u64>,
 }
 
+impl TokenUsage {
+    /// Adds `other` field by field. A provider may report any count, so sums saturate at
+    /// `u64::MAX` instead of wrapping (or panicking in a debug build).
+    pub fn accumulate(&mut self, other: &TokenUsage) {
+        fn add(slot: &mut Option<u64>, value: Option<u64>) {
+            if let Some(value) = value {
+                *slot = Some(slot.unwrap_or(0).saturating_add(value));
+            }
+        }
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        add(&mut self.cache_read_tokens, other.cache_read_tokens);
+        add(&mut self.cache_write_tokens, other.cache_write_tokens);
+        add(&mut self.reasoning_tokens, other.reasoning_tokens);
+    }
+
+    /// Billed input plus output, saturating.
+    pub fn total(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.cache_read_tokens.unwrap_or(0))
+            .saturating_add(self.cache_write_tokens.unwrap_or(0))
+            .saturating_add(self.output_tokens)
+    }
+}
+
 /// A provider failure with its canonical code (`AUTH`, `RATE_LIMIT`, `SERVER`, `TIMEOUT`,
 /// `TRANSPORT`, `EMPTY_RESPONSE`, `CONTEXT_WINDOW_EXCEEDED`, `INVALID_REQUEST`, `ABORTED`, …).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,5 +166,30 @@ mod tests {
             serde_json::to_string(&error).unwrap(),
             r#"{"kind":"error","failure":{"message":"empty","code":"EMPTY_RESPONSE"}}"#
         );
+    }
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::TokenUsage;
+
+    #[test]
+    fn sums_saturate() {
+        let huge = TokenUsage {
+            input_tokens: u64::MAX - 1,
+            output_tokens: 1,
+            cache_read_tokens: Some(u64::MAX),
+            cache_write_tokens: None,
+            reasoning_tokens: Some(2),
+        };
+        let mut total = TokenUsage::default();
+        total.accumulate(&huge);
+        total.accumulate(&huge);
+        assert_eq!(total.input_tokens, u64::MAX);
+        assert_eq!(total.output_tokens, 2);
+        assert_eq!(total.cache_read_tokens, Some(u64::MAX));
+        assert_eq!(total.cache_write_tokens, None);
+        assert_eq!(total.reasoning_tokens, Some(4));
+        assert_eq!(total.total(), u64::MAX);
     }
 }

@@ -125,6 +125,7 @@ struct State {
     surface: Surface,
     turns: TurnState,
     header_seq: Option<u64>,
+    context_seq: Option<u64>,
     /// Number of events already stored by `sink` (seeds of a fresh file are not).
     persisted: usize,
     sink: Option<FileSink>,
@@ -448,6 +449,14 @@ impl SessionLog {
             .and_then(|seq| state.events.get(seq as usize).cloned())
     }
 
+    /// The latest `request/context` event, kept as the log grows (no scan per request).
+    pub fn request_context(&self) -> Option<Arc<Event>> {
+        let state = lock(&self.inner.state);
+        state
+            .context_seq
+            .and_then(|seq| state.events.get(seq as usize).cloned())
+    }
+
     /// A receiver of every event committed from now on. A receiver that falls more than
     /// 4096 events behind gets `RecvError::Lagged` (and should re-read `events_since`).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
@@ -510,6 +519,7 @@ impl State {
             surface: Surface::default(),
             turns: TurnState::default(),
             header_seq: None,
+            context_seq: None,
             persisted: 0,
             sink,
             clock: Arc::new(now_ms),
@@ -521,6 +531,9 @@ impl State {
         self.turns.fold(&event);
         if event.kind == kind::REQUEST_HEADER {
             self.header_seq = Some(event.seq);
+        }
+        if event.kind == kind::REQUEST_CONTEXT {
+            self.context_seq = Some(event.seq);
         }
         self.events.push(event);
         self.snapshot = None;

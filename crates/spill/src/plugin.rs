@@ -23,7 +23,8 @@ pub struct SpillSettings {
     /// generic policy (the file tools and bash still spill what they cap).
     #[serde(default = "default_inline_cap")]
     pub max_inline_bytes: usize,
-    /// Where spill files go (default: a private directory under the OS temp directory).
+    /// Where spill files go (default: each stored session's own folder, `<session>/spill/`;
+    /// other sessions use a private folder under the OS temp directory, removed at exit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
 }
@@ -56,7 +57,27 @@ impl Plugin for SpillPlugin {
         let host = HostServices::of(ctx)?;
         let store = match &config.root {
             Some(root) => SpillStore::new(root),
-            None => SpillStore::in_temp_dir(),
+            None => {
+                let store = SpillStore::in_temp_dir();
+                let root = store.root().to_path_buf();
+                ctx.defer(move || {
+                    let _ = std::fs::remove_dir_all(root);
+                });
+                // A stored session spills into its own folder: its files go with it.
+                let placer = store.clone();
+                host.sessions.attach(ctx, Self::NAME, move |session| {
+                    if let Some(folder) = session
+                        .context
+                        .log_path()
+                        .as_deref()
+                        .and_then(|p| p.parent())
+                    {
+                        placer.place_session(session.context.id(), folder.join("spill"));
+                    }
+                    Ok(())
+                })?;
+                store
+            }
         };
         ctx.provide(Arc::new(store.clone()))?;
         if config.max_inline_bytes > 0 {

@@ -1,9 +1,18 @@
 //! Spill storage (upstream's `dsh-spill-local` layout) and the inline preview text (§6).
 //!
-//! Files live at `<root>/session-<first 12 hex of sha256(sessionId)>/<12 random hex>-<name>`;
-//! directories are 0700 and files are created exclusively with mode 0600. Nothing is deleted
-//! automatically except an executor spill that outgrew its cap.
+//! A session with a folder of its own (a stored session) spills into `<session folder>/spill/`,
+//! so its spill files live and go with it; any other session spills into
+//! `<root>/session-<first 12 hex of sha256(sessionId)>/`. Files are
+//! `<12 random hex>-<name>`, directories are 0700 and files are created exclusively with mode
+//! 0600, so no other user reads them.
+//!
+//! Retention: a session's spill folder keeps at most [`SESSION_SPILL_BUDGET`] bytes; creating a
+//! file beyond that deletes the session's oldest spill files first. An executor spill that
+//! outgrew its cap is deleted at once. The default root (a per-process folder under the OS temp
+//! directory) is removed when its owner is disposed, and folders left by processes that are
+//! gone are removed when a new default root is made.
 
+use std::collections::HashMap;
 use std::fs::DirBuilder;
 use std::fs::File;
 use std::fs::OpenOptions;
@@ -13,6 +22,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
 
 use rand::RngExt;
 use sha2::Digest;
@@ -22,10 +33,16 @@ use sha2::Sha256;
 pub const RETRIEVAL_HINT: &str =
     "Use read with offset/limit, or grep this path to search within it.";
 
+/// Bytes a session's spill folder may hold before its oldest files are deleted.
+pub const SESSION_SPILL_BUDGET: u64 = 256 * 1024 * 1024;
+
 /// Where spill files go.
 #[derive(Debug, Clone)]
 pub struct SpillStore {
     root: PathBuf,
+    /// Sessions that spill into their own folder.
+    placed: Arc<Mutex<HashMap<String, PathBuf>>>,
+    budget: u64,
 }
 
 /// A saved spill file.
@@ -39,12 +56,32 @@ pub struct SpillSaved {
 impl SpillStore {
     /// A store rooted at `root` (created 0700 on first use).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self {
+            root: root.into(),
+            placed: Arc::default(),
+            budget: SESSION_SPILL_BUDGET,
+        }
     }
 
-    /// The default root: a per-process private directory under the OS temp directory.
+    /// The default root: a per-process private directory under the OS temp directory. Folders
+    /// of earlier processes that are gone are removed first.
     pub fn in_temp_dir() -> Self {
+        remove_orphaned_roots(&std::env::temp_dir());
         Self::new(std::env::temp_dir().join(format!("dsh-spill-{}", std::process::id())))
+    }
+
+    /// The same store with another per-session budget (tests).
+    pub fn with_budget(mut self, bytes: u64) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// Makes `session_id` spill into `dir` (its own folder's `spill/`) from now on.
+    pub fn place_session(&self, session_id: &str, dir: PathBuf) {
+        self.placed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(session_id.to_owned(), dir);
     }
 
     pub fn root(&self) -> &Path {
@@ -53,9 +90,20 @@ impl SpillStore {
 
     /// The per-session directory (created if missing).
     pub fn session_dir(&self, session_id: &str) -> io::Result<PathBuf> {
-        let digest = Sha256::digest(session_id.as_bytes());
-        let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-        let dir = self.root.join(format!("session-{hex}"));
+        let placed = self
+            .placed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(session_id)
+            .cloned();
+        let dir = match placed {
+            Some(dir) => dir,
+            None => {
+                let digest = Sha256::digest(session_id.as_bytes());
+                let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+                self.root.join(format!("session-{hex}"))
+            }
+        };
         DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         Ok(dir)
     }
@@ -78,7 +126,10 @@ impl SpillStore {
                 .mode(0o600)
                 .open(&path)
             {
-                Ok(file) => return Ok((path, file)),
+                Ok(file) => {
+                    enforce_budget(&dir, &path, self.budget);
+                    return Ok((path, file));
+                }
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => last_err = err,
                 Err(err) => return Err(err),
             }
@@ -95,11 +146,64 @@ impl SpillStore {
     ) -> io::Result<SpillSaved> {
         let (path, mut file) = self.create(session_id, suggested_name)?;
         file.write_all(content.as_bytes())?;
+        if let Some(dir) = path.parent() {
+            enforce_budget(dir, &path, self.budget);
+        }
         Ok(SpillSaved {
             locator: path.to_string_lossy().into_owned(),
             bytes: content.len() as u64,
             retrieval_hint: RETRIEVAL_HINT.to_owned(),
         })
+    }
+}
+
+/// Deletes the oldest files of `dir` (never `keep`) until it holds at most `budget` bytes.
+fn enforce_budget(dir: &Path, keep: &Path, budget: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let meta = entry.metadata().ok()?;
+            if !meta.is_file() {
+                return None;
+            }
+            Some((meta.modified().ok()?, meta.len(), entry.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|(_, len, _)| *len).sum();
+    if total <= budget {
+        return;
+    }
+    files.sort_by_key(|(modified, _, _)| *modified);
+    for (_, len, path) in files {
+        if total <= budget {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            tracing::debug!(path = %path.display(), "spill retention removed an old file");
+            total = total.saturating_sub(len);
+        }
+    }
+}
+
+/// Removes `dsh-spill-<pid>` folders under `temp` whose process is gone.
+fn remove_orphaned_roots(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("dsh-spill-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -240,5 +344,49 @@ mod tests {
             0o700
         );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello");
+    }
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::*;
+
+    #[test]
+    fn a_placed_session_spills_into_its_own_folder_within_its_budget() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SpillStore::new(dir.path().join("root")).with_budget(10);
+        let folder = dir.path().join("sessions/s1/spill");
+        store.place_session("s1", folder.clone());
+        let first = store.save_text("s1", "a.txt", "123456").unwrap();
+        assert!(Path::new(&first.locator).starts_with(&folder));
+        let mode = std::fs::metadata(&folder).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let file_mode = std::fs::metadata(&first.locator)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(file_mode, 0o600);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = store.save_text("s1", "b.txt", "7890123").unwrap();
+        // Over the budget: the oldest file goes, the new one stays.
+        assert!(!Path::new(&first.locator).exists());
+        assert!(Path::new(&second.locator).exists());
+        // Other sessions still use the root.
+        let other = store.save_text("s2", "c.txt", "x").unwrap();
+        assert!(Path::new(&other.locator).starts_with(dir.path().join("root")));
+    }
+
+    #[test]
+    fn folders_of_gone_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("dsh-spill-999999999");
+        let mine = dir.path().join(format!("dsh-spill-{}", std::process::id()));
+        std::fs::create_dir_all(&gone).unwrap();
+        std::fs::create_dir_all(&mine).unwrap();
+        remove_orphaned_roots(dir.path());
+        assert!(!gone.exists());
+        assert!(mine.exists());
     }
 }

@@ -64,12 +64,42 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             "[plugins.hooks-codex]\nconfig_path = \"codex-hooks.json\"\n\n",
         ));
     }
+    if files.iter().any(|file| file.contains("/goal.")) {
+        // The goal overlay mounts the goal domain, its tools and the round driver.
+        toml.push_str("[plugins.goal]\nenabled = true\n\n");
+    }
+    if files
+        .iter()
+        .any(|file| file.contains("ask-user") || file.contains("user-question"))
+    {
+        toml.push_str("[plugins.ask-user]\nenabled = true\n\n");
+    }
     if uses("/session-title.cordis.yml") {
         // The overlay's LLM title provider capped the title reply at 32 output tokens.
         toml.push_str("[plugins.session-title]\nmax_tokens = 32\n\n");
     } else {
         // The other compositions had no LLM title provider (and no title route to replay).
         toml.push_str("[plugins.session-title]\nenabled = false\n\n");
+    }
+    if uses("headless-agent/compaction.cordis.snapshot.yml") {
+        // The keyless overflow composition: a 128 000-token catalog window, threshold 0.99,
+        // 20 retained tokens, summaries capped at 32 tokens.
+        toml.push_str(concat!(
+            "[plugins.compaction]\nthreshold_ratio = 0.99\nretain_tokens = 20\nmax_tokens = 32\n\n",
+            "[[model.catalog]]\nid = \"deepseek-v4-flash\"\ncontext_window = 128000\n\n",
+        ));
+    }
+    if uses("acp-agent/agent-instructions.cordis.snapshot.yml") {
+        // Discovery rooted at the scenario's `.dsh-project` marker; the user-global file is
+        // looked up in the run's (empty) dsh home.
+        toml.push_str(
+            "[plugins.workspace-instructions]\nmax_bytes = 65536\nproject_root_markers = [\".dsh-project\"]\n\n",
+        );
+    }
+    for fixture in &spec.fixture_plugins {
+        if fixture.starts_with("workspace-context-compaction") {
+            toml.push_str("[plugins.workspace-context-compaction-fixture]\nenabled = true\nread_path = \"nested/task.txt\"\n\n");
+        }
     }
     if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
         let _ = write!(toml, "[tools]\nmode = {}\n\n", quote(mode));
@@ -137,6 +167,41 @@ mod tests {
         assert!(toml.contains("glob_max_results = 4"));
         assert!(toml.contains("[tools]\nmode = \"code\""));
         assert!(toml.contains("[plugins.attachments]\nenabled = false"));
+    }
+
+    #[test]
+    fn context_overlays_configure_compaction_instructions_and_the_fixture() {
+        let recovery = spec(serde_json::json!({
+            "suite": "headless", "name": "compaction-recovery",
+            "upstream": {"config_files": ["examples/headless-agent/compaction.cordis.snapshot.yml",
+                "examples/headless-agent/cordis.yml"]}
+        }));
+        let parsed: toml::Table = toml::from_str(&config_toml(&recovery, Path::new("/h"))).unwrap();
+        assert_eq!(
+            parsed["plugins"]["compaction"]["retain_tokens"].as_integer(),
+            Some(20)
+        );
+        assert_eq!(
+            parsed["model"]["catalog"][0]["context_window"].as_integer(),
+            Some(128_000)
+        );
+        let instructions = spec(serde_json::json!({
+            "suite": "acp", "name": "agent-instructions",
+            "fixture_plugins": ["workspace-context-compaction (replaces the instruction baseline after the first nested read)"],
+            "upstream": {"config_files": ["examples/acp-agent/agent-instructions.cordis.yml",
+                "examples/acp-agent/agent-instructions.cordis.snapshot.yml", "examples/acp-agent/cordis.yml"]}
+        }));
+        let parsed: toml::Table =
+            toml::from_str(&config_toml(&instructions, Path::new("/h"))).unwrap();
+        let plugins = &parsed["plugins"];
+        assert_eq!(
+            plugins["workspace-instructions"]["project_root_markers"][0].as_str(),
+            Some(".dsh-project")
+        );
+        assert_eq!(
+            plugins["workspace-context-compaction-fixture"]["enabled"].as_bool(),
+            Some(true)
+        );
     }
 
     #[test]

@@ -134,10 +134,14 @@ impl ReplayServer {
             .local_addr()
             .map_err(|e| TestkitError::Server(format!("local_addr: {e}")))?;
         let app_state = shared.clone();
-        let app = axum::Router::new().fallback(move |method, uri, headers, body| {
-            let shared = app_state.clone();
-            async move { handle(shared, method, uri, headers, body).await }
-        });
+        // Requests of long or large conversations exceed axum's 2 MB default; a real provider
+        // takes them (the harness's own caps are what the tests exercise).
+        let app = axum::Router::new()
+            .fallback(move |method, uri, headers, body| {
+                let shared = app_state.clone();
+                async move { handle(shared, method, uri, headers, body).await }
+            })
+            .layer(axum::extract::DefaultBodyLimit::max(256 * 1024 * 1024));
         // Without TCP_NODELAY the second SSE write waits for the client's delayed ACK (40 ms
         // on Linux), which would dominate any whole-process timing taken against this server.
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

@@ -23,13 +23,8 @@ pub const NOT_IMPLEMENTED: &[&str] = &[
     "ralph",
     "lsp",
     "pty",
-    "goal",
     "session-query",
     "dynamic-packages",
-    "ask-user",
-    "workspace-instructions",
-    "compaction",
-    "test-fixture",
     "pwsh",
     "product-subagent",
 ];

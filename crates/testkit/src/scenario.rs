@@ -48,6 +48,10 @@ pub struct ScenarioSpec {
     /// `native`, `code` or `both`.
     #[serde(default)]
     pub mode: Option<String>,
+    /// Test-only behaviour the recorded composition added (the runner enables dsh's
+    /// equivalent test plugins).
+    #[serde(default)]
+    pub fixture_plugins: Vec<String>,
 }
 
 /// One client-script step: the `op` plus its op-specific fields, kept raw.

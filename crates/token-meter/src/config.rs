@@ -28,6 +28,12 @@ impl TokenMeterConfig {
     }
 }
 
+impl serde::Serialize for TokenMeterConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serde::ser::SerializeMap::end(serializer.serialize_map(Some(0))?)
+    }
+}
+
 impl<'de> Deserialize<'de> for TokenMeterConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let map = Option::<Map<String, Value>>::deserialize(deserializer)?;

@@ -217,7 +217,7 @@ impl MeterFold {
                         seq: event.seq,
                         tokens,
                     });
-                    self.surface_tokens += tokens;
+                    self.surface_tokens = self.surface_tokens.saturating_add(tokens);
                 }
                 SurfaceOp::Replace { start, end } => self.replace(event.seq, start, end, tokens)?,
             }
@@ -278,10 +278,7 @@ impl MeterFold {
         let heuristic = estimate_header(&header) + anchor_surface;
         let baseline = match data.usage {
             Some(usage) => {
-                let provider = usage.input_tokens
-                    + usage.cache_read_tokens.unwrap_or(0)
-                    + usage.cache_write_tokens.unwrap_or(0)
-                    + usage.output_tokens;
+                let provider = usage.total();
                 if provider >= heuristic {
                     Baseline::Usage {
                         tokens: provider,

@@ -10,6 +10,7 @@
 mod config;
 mod estimate;
 mod fold;
+mod plugin;
 mod pressure;
 mod service;
 
@@ -30,6 +31,7 @@ pub use fold::MeterFold;
 pub use fold::Node;
 pub use fold::TokenMeasurement;
 pub use fold::event_message;
+pub use plugin::TokenMeterPlugin;
 pub use pressure::ContextPressure;
 pub use pressure::PressureFold;
 pub use service::TokenMeter;

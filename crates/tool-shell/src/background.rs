@@ -125,7 +125,11 @@ impl JobProducer for BashJob {
                 .flatten()
                 .collect();
             let paths = if paths.is_empty() {
-                "(unavailable)".to_owned()
+                let why = self
+                    .stdout
+                    .spill_missing()
+                    .or_else(|| self.stderr.spill_missing());
+                crate::bash::full_output(None, why.as_deref())
             } else {
                 paths.join(", ")
             };

@@ -85,6 +85,9 @@ pub struct StreamText {
     pub truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill_path: Option<String>,
+    /// Why the full stream was not kept, when it was truncated and has no spill file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_missing: Option<String>,
 }
 
 /// How the sandbox treated a foreground run (present only with a confining executor).
@@ -101,6 +104,9 @@ pub struct SandboxReport {
 }
 
 /// The canonical value of a `bash` call.
+// The foreground variant is the common one and is built once per call; boxing it would only
+// add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(
     tag = "kind",
@@ -442,6 +448,7 @@ async fn foreground(
         text: snap.text,
         truncated: snap.truncated,
         spill_path: snap.spill_path,
+        spill_missing: snap.spill_missing,
     };
     let stdout = to_stream(stdout.snapshot());
     let stderr = to_stream(stderr.snapshot());
@@ -501,7 +508,7 @@ pub fn render_text_with(output: &BashOutput, escalation_hint: bool) -> String {
     };
     let stream = |s: &StreamText| {
         if s.truncated {
-            let path = s.spill_path.as_deref().unwrap_or("(unavailable)");
+            let path = full_output(s.spill_path.as_deref(), s.spill_missing.as_deref());
             format!("{}\n[output truncated; full output: {path}]", s.text)
         } else {
             s.text.clone()
@@ -560,6 +567,15 @@ pub fn render_with(
         output,
         escalation_hint,
     ))]
+}
+
+/// Where the full output is: the spill path, or `(unavailable: <why>)`.
+pub(crate) fn full_output(path: Option<&str>, missing: Option<&str>) -> String {
+    match (path, missing) {
+        (Some(path), _) => path.to_owned(),
+        (None, Some(why)) => format!("(unavailable: {why})"),
+        (None, None) => "(unavailable)".to_owned(),
+    }
 }
 
 /// The pending card.

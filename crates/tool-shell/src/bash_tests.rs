@@ -18,11 +18,13 @@ fn fg(
             text: stdout.into(),
             truncated: false,
             spill_path: None,
+            spill_missing: None,
         },
         stderr: StreamText {
             text: stderr.into(),
             truncated: false,
             spill_path: None,
+            spill_missing: None,
         },
         sandbox: None,
     }

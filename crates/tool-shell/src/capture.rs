@@ -33,8 +33,8 @@ pub struct CaptureConfig {
 enum SpillState {
     NotNeeded,
     Writing(PathBuf),
-    /// Creating or writing failed, or the stream outgrew `max_spill`.
-    Unavailable,
+    /// Creating or writing failed, or the stream outgrew `max_spill`: why.
+    Unavailable(String),
 }
 
 #[derive(Debug)]
@@ -111,6 +111,8 @@ pub struct StreamSnapshot {
     pub text: String,
     pub truncated: bool,
     pub spill_path: Option<String>,
+    /// Why there is no spill file although the stream was truncated.
+    pub spill_missing: Option<String>,
 }
 
 /// One consuming read.
@@ -197,8 +199,8 @@ impl Capture {
             if let Some(prefix) = start_spill {
                 file = self.open_spill(config);
                 if let Some(f) = file.as_mut() {
-                    if f.write_all(&prefix).is_err() {
-                        file = self.give_up_spill();
+                    if let Err(err) = f.write_all(&prefix) {
+                        file = self.give_up_spill(format!("writing the spill file failed: {err}"));
                     } else {
                         written = prefix.len() as u64;
                     }
@@ -206,8 +208,13 @@ impl Capture {
             }
             if let Some(f) = file.as_mut() {
                 written += n as u64;
-                if written > config.max_spill || f.write_all(chunk).is_err() {
-                    file = self.give_up_spill();
+                if written > config.max_spill {
+                    file = self.give_up_spill(format!(
+                        "the stream exceeded the {} spill limit",
+                        byte_size(config.max_spill)
+                    ));
+                } else if let Err(err) = f.write_all(chunk) {
+                    file = self.give_up_spill(format!("writing the spill file failed: {err}"));
                 }
             }
         }
@@ -233,24 +240,33 @@ impl Capture {
             }
             Some(Err(err)) => {
                 tracing::warn!(%err, "could not create a stream spill file");
-                state.spill = SpillState::Unavailable;
+                state.spill =
+                    SpillState::Unavailable(format!("the spill file could not be created: {err}"));
                 None
             }
             None => {
-                state.spill = SpillState::Unavailable;
+                state.spill = SpillState::Unavailable("no spill store is configured".to_owned());
                 None
             }
         }
     }
 
     /// Drops the spill (a partial file is worse than none: it would claim to be the full output).
-    fn give_up_spill(&self) -> Option<std::fs::File> {
+    fn give_up_spill(&self, reason: String) -> Option<std::fs::File> {
         let mut state = self.lock();
         if let SpillState::Writing(path) = &state.spill {
             let _ = std::fs::remove_file(path);
         }
-        state.spill = SpillState::Unavailable;
+        state.spill = SpillState::Unavailable(reason);
         None
+    }
+
+    /// Why the full stream is not kept in a file, when a spill was needed and failed.
+    pub fn spill_missing(&self) -> Option<String> {
+        match &self.lock().spill {
+            SpillState::Unavailable(reason) => Some(reason.clone()),
+            SpillState::NotNeeded | SpillState::Writing(_) => None,
+        }
     }
 
     /// Total bytes seen so far.
@@ -266,7 +282,7 @@ impl Capture {
     pub fn spill_path(&self) -> Option<String> {
         match &self.lock().spill {
             SpillState::Writing(path) => Some(path.to_string_lossy().into_owned()),
-            SpillState::NotNeeded | SpillState::Unavailable => None,
+            SpillState::NotNeeded | SpillState::Unavailable(_) => None,
         }
     }
 
@@ -275,9 +291,10 @@ impl Capture {
         let state = self.lock();
         let truncated = state.total > state.ring.len() as u64;
         let bytes: Vec<u8> = state.ring.iter().copied().collect();
-        let spill_path = match &state.spill {
-            SpillState::Writing(path) => Some(path.to_string_lossy().into_owned()),
-            SpillState::NotNeeded | SpillState::Unavailable => None,
+        let (spill_path, spill_missing) = match &state.spill {
+            SpillState::Writing(path) => (Some(path.to_string_lossy().into_owned()), None),
+            SpillState::Unavailable(reason) => (None, Some(reason.clone())),
+            SpillState::NotNeeded => (None, None),
         };
         let bytes = if truncated {
             skip_partial_char(&bytes)
@@ -288,6 +305,7 @@ impl Capture {
             text: String::from_utf8_lossy(bytes).into_owned(),
             truncated,
             spill_path,
+            spill_missing,
         }
     }
 
@@ -322,6 +340,18 @@ impl Capture {
 }
 
 /// Skips UTF-8 continuation bytes at the start of a cut buffer.
+/// `64 MiB`, `512 KiB`, `100 bytes`.
+fn byte_size(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes}-byte")
+    }
+}
+
 fn skip_partial_char(bytes: &[u8]) -> &[u8] {
     let skip = bytes
         .iter()
@@ -375,7 +405,8 @@ mod tests {
             StreamSnapshot {
                 text: "hello\n".into(),
                 truncated: false,
-                spill_path: None
+                spill_path: None,
+                spill_missing: None,
             }
         );
     }
@@ -406,8 +437,20 @@ mod tests {
         let snap = cap.snapshot();
         assert!(snap.truncated);
         assert_eq!(snap.spill_path, None);
+        // The result says why the full output is not kept.
+        assert_eq!(
+            snap.spill_missing.as_deref(),
+            Some("the stream exceeded the 5000-byte spill limit")
+        );
         let session = store.session_dir("s").unwrap();
         assert_eq!(std::fs::read_dir(session).unwrap().count(), 0);
+        let cap = Capture::new();
+        cap.pump(&data[..], &config(None, 100, 5_000)).await;
+        assert_eq!(
+            cap.snapshot().spill_missing.as_deref(),
+            Some("no spill store is configured")
+        );
+        assert_eq!(byte_size(64 * 1024 * 1024), "64 MiB");
     }
 
     #[derive(Default)]

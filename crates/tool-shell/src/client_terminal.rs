@@ -113,11 +113,15 @@ pub(crate) async fn run(
             text: outcome.output,
             truncated: outcome.truncated,
             spill_path: None,
+            spill_missing: outcome
+                .truncated
+                .then(|| "the client's terminal keeps only the tail".to_owned()),
         },
         stderr: StreamText {
             text: String::new(),
             truncated: false,
             spill_path: None,
+            spill_missing: None,
         },
         sandbox,
     })

@@ -92,6 +92,7 @@ pub use output::ToolOutputSink;
 pub use output::output_sink;
 pub use output::output_sink_in;
 pub use pipeline::Dispatched;
+pub use pipeline::MAX_ARGUMENT_BYTES;
 pub use pipeline::Prepared;
 pub use registry::RegistryConfig;
 pub use registry::ToolFilter;

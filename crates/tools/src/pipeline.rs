@@ -71,6 +71,33 @@ fn aborted(exec: &Execution, contexts: Vec<dsh_protocol::Message>) -> Arc<ToolRe
     Arc::new(ToolResult::from_error(&error).with_contexts(contexts))
 }
 
+/// The largest arguments one tool call may carry (its JSON text, about).
+pub const MAX_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// The length of `value` as compact JSON, counted without serializing it (strings count their
+/// bytes; escapes are ignored, so this is a lower bound).
+fn json_size(value: &Value) -> usize {
+    let mut total = 0usize;
+    let mut stack: Vec<&Value> = vec![value];
+    while let Some(v) = stack.pop() {
+        total = total.saturating_add(match v {
+            Value::Null => 4,
+            Value::Bool(_) => 5,
+            Value::Number(_) => 8,
+            Value::String(text) => text.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items.iter());
+                2 + items.len()
+            }
+            Value::Object(map) => {
+                stack.extend(map.values());
+                2 + map.keys().map(|key| key.len() + 4).sum::<usize>()
+            }
+        });
+    }
+    total
+}
+
 impl ToolRegistry {
     /// Runs one call through the whole pipeline. Never fails: the result may be an error.
     pub async fn execute(&self, input: ToolCallInput) -> Arc<ToolResult> {
@@ -85,6 +112,8 @@ impl ToolRegistry {
     }
 
     /// Creation, pre-execute, approval and guards. Run in model order.
+    /// Prepares one call. Arguments over [`MAX_ARGUMENT_BYTES`] fail at once with a clear
+    /// error: nothing downstream has to carry them.
     pub async fn prepare(&self, input: ToolCallInput) -> Prepared {
         let ToolCallInput {
             call_id,
@@ -105,6 +134,15 @@ impl ToolRegistry {
             dsh_schema::drop_deep(arguments);
             let exec = Arc::new(Execution::new(ids, None, agent, parent, signal, finalizer));
             return Prepared::Final(exec, fail(&ToolError::new(messages::ARGS_NOT_LOSSLESS)));
+        }
+        let size = json_size(&arguments);
+        if size > MAX_ARGUMENT_BYTES {
+            dsh_schema::drop_deep(arguments);
+            let exec = Arc::new(Execution::new(ids, None, agent, parent, signal, finalizer));
+            let error = ToolError::new(format!(
+                "the arguments of this call are about {size} bytes, over the {MAX_ARGUMENT_BYTES}-byte limit of one tool call; split the work into smaller calls"
+            ));
+            return Prepared::Final(exec, fail(&error));
         }
         let arguments = Some(Arc::new(arguments));
         if self.collapses(&ids.2, &chain, parent.is_some())

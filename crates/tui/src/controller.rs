@@ -821,9 +821,13 @@ fn attach(
     agent: AgentHandle,
 ) -> Session {
     let events = agent.subscribe();
-    let provided = agent
-        .scope()
-        .provide::<dyn ApprovalService>(Arc::new(approval.clone()));
+    let provided =
+        agent
+            .scope()
+            .provide::<dyn ApprovalService>(Arc::new(dsh_approval::UserApproval::new(
+                Some(Arc::new(approval.clone())),
+                agent.scope().service::<dyn dsh_approval::PolicySource>(),
+            )));
     let provided = match provided {
         Ok(disposer) => Some(disposer),
         Err(error) => {

@@ -147,23 +147,32 @@ pub struct UsageTotals {
 
 impl UsageTotals {
     fn add(&mut self, usage: &TokenUsage) {
-        self.input += usage.input_tokens;
-        self.output += usage.output_tokens;
-        self.cache_read += usage.cache_read_tokens.unwrap_or(0);
-        self.cache_write += usage.cache_write_tokens.unwrap_or(0);
+        // A provider may report any count: saturate, never wrap.
+        self.input = self.input.saturating_add(usage.input_tokens);
+        self.output = self.output.saturating_add(usage.output_tokens);
+        self.cache_read = self
+            .cache_read
+            .saturating_add(usage.cache_read_tokens.unwrap_or(0));
+        self.cache_write = self
+            .cache_write
+            .saturating_add(usage.cache_write_tokens.unwrap_or(0));
         self.cache_reported |=
             usage.cache_read_tokens.is_some() || usage.cache_write_tokens.is_some();
     }
 
     /// All billed input (the counts are disjoint).
     pub fn prompt_total(&self) -> u64 {
-        self.input + self.cache_read + self.cache_write
+        self.input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 
     /// Share of prompt tokens served from the provider cache, in percent.
     pub fn cache_hit_percent(&self) -> Option<u64> {
         let total = self.prompt_total();
-        (self.cache_reported && total > 0).then(|| self.cache_read * 100 / total)
+        (self.cache_reported && total > 0).then(|| {
+            u64::try_from(u128::from(self.cache_read) * 100 / u128::from(total)).unwrap_or(100)
+        })
     }
 }
 

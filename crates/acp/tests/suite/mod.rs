@@ -4,6 +4,7 @@ mod editor_client;
 mod harness;
 mod images;
 mod live_output;
+mod questions;
 mod schema;
 mod snapshots;
 mod wire;

@@ -356,3 +356,280 @@ async fn stdin_closed_right_after_a_prompt_still_gets_its_answer() {
         assert!(status.success(), "run {run}: {status:?}");
     }
 }
+
+fn entry(value: Value) -> dsh_testkit::scenario::ModelEntry {
+    serde_json::from_value(value).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_totals_saturate_instead_of_wrapping() {
+    let case = Case::new(User::Current);
+    let task = "count";
+    let huge = u64::MAX - 5;
+    let mut scenario = scenario(task, &[bash("echo one")]);
+    for (index, model) in scenario.model.iter_mut().enumerate() {
+        model.usage = Some(json!({"prompt_tokens": huge, "completion_tokens": 10 + index}));
+    }
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", task], &server.url());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["usage"]["inputTokens"], json!(u64::MAX), "{result}");
+    assert_eq!(result["usage"]["outputTokens"], json!(21), "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_max_tokens_end_prints_the_code_line() {
+    let case = Case::new(User::Current);
+    let task = "write a lot";
+    let spec = serde_json::from_value(json!({
+        "suite": "headless", "name": "max-tokens",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let scenario = dsh_testkit::scenario::Scenario::from_parts(
+        spec,
+        vec![entry(
+            json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+            "content": "It was a dark and", "finish_reason": "length"}),
+        )],
+    );
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", task], &server.url());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("dsh: MAX_TOKENS: ")),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_spills_into_the_session_folder_and_leaves_no_temp_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let case = Case::new(User::Current);
+    let temp = tempfile::tempdir().unwrap();
+    let task = "spill";
+    let server = serve(&scenario(
+        task,
+        &[
+            bash("echo SPILL-MARKER; head -c 200000 /dev/zero | tr '\\0' 'x'; echo"),
+            bash("cat \"$(dirname \"$DSH_SESSION_JSONL\")\"/spill/*bash-stdout* | grep -c SPILL-MARKER"),
+        ],
+    ))
+    .await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", task], &server.url());
+        command
+            .env("DSH_PERMISSION_MODE", "workspace-write")
+            .env("TMPDIR", temp.path());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = super::support::tool_results(&out);
+    let line = results[0]
+        .lines()
+        .find(|l| l.starts_with("[output truncated; full output: "))
+        .unwrap_or_else(|| panic!("{}", &results[0][results[0].len().saturating_sub(300)..]));
+    let path = line
+        .trim_start_matches("[output truncated; full output: ")
+        .trim_end_matches(']');
+    let sessions = case.home_path().join("sessions");
+    assert!(std::path::Path::new(path).starts_with(&sessions), "{path}");
+    assert!(path.contains("/spill/"), "{path}");
+    let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The confined command can read its own session's spill folder (dsh's home is hidden).
+    assert_eq!(results[1].trim(), "1", "{results:?}");
+    // No per-process spill folder is left behind.
+    let left: Vec<_> = std::fs::read_dir(temp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|name| !name.to_string_lossy().starts_with("dsh-spill-")),
+        "{left:?}"
+    );
+}
+
+fn one_call_scenario(
+    task: &str,
+    arguments: &str,
+    deltas: usize,
+) -> dsh_testkit::scenario::Scenario {
+    one_tool_scenario(task, "bash", arguments, deltas)
+}
+
+fn one_tool_scenario(
+    task: &str,
+    tool: &str,
+    arguments: &str,
+    deltas: usize,
+) -> dsh_testkit::scenario::Scenario {
+    let spec = serde_json::from_value(json!({
+        "suite": "headless", "name": "caps",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let step = arguments.len().div_ceil(deltas);
+    let mut stream = Vec::new();
+    let mut start = 0;
+    while start < arguments.len() {
+        let end = (start + step).min(arguments.len());
+        let mut delta = json!({"tool_call": 0, "arguments": &arguments[start..end]});
+        if start == 0 {
+            delta["id"] = json!("call_big");
+            delta["name"] = json!(tool);
+        }
+        stream.push(delta);
+        start = end;
+    }
+    dsh_testkit::scenario::Scenario::from_parts(
+        spec,
+        vec![
+            entry(
+                json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+                "tool_calls": [{"id": "call_big", "name": tool, "arguments": arguments}],
+                "finish_reason": "tool_calls", "stream": stream}),
+            ),
+            entry(
+                json!({"session": 0, "route": "main", "index": 1, "kind": "response",
+                "content": "done", "finish_reason": "stop"}),
+            ),
+        ],
+    )
+}
+
+fn log_bytes(case: &Case) -> u64 {
+    let mut logs = Vec::new();
+    collect_logs(&case.home_path().join("sessions"), &mut logs);
+    logs.iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_argument_is_not_logged_once_per_delta() {
+    let case = Case::new(User::Current);
+    let content = "x".repeat(2 * 1024 * 1024);
+    let arguments = json!({"file_path": "big.txt", "content": content}).to_string();
+    // 100-byte deltas: each logged chunk event costs its envelope on top.
+    let scenario = one_tool_scenario("big", "write", &arguments, arguments.len() / 100);
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", "big"], &server.url());
+        command.env("DSH_PERMISSION_MODE", "danger-full-access");
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = super::support::tool_results(&out);
+    assert!(
+        results[0].contains("big.txt"),
+        "{}",
+        &results[0][..200.min(results[0].len())]
+    );
+    assert_eq!(
+        std::fs::metadata(case.ws().join("big.txt")).unwrap().len(),
+        2 * 1024 * 1024
+    );
+    // The argument is in the call's blockEnd, the assistant message and tool/call: about
+    // three times its size, not a chunk event per 100-byte delta on top.
+    let size = log_bytes(&case);
+    assert!(
+        size < 4 * arguments.len() as u64,
+        "log of {size} bytes for a {}-byte argument",
+        arguments.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_argument_is_refused_with_a_clear_error() {
+    let case = Case::new(User::Current);
+    let command = format!("echo {}", "x".repeat(17 * 1024 * 1024));
+    let arguments = json!({"command": command, "description": "huge"}).to_string();
+    let scenario = one_call_scenario("huge", &arguments, 17);
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", "--output", "stream-json", "huge"], &server.url());
+        command.env("DSH_PERMISSION_MODE", "danger-full-access");
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = super::support::tool_results(&out);
+    assert!(
+        results[0].contains("over the 16777216-byte limit of one tool call"),
+        "{}",
+        results[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_answer_is_stopped_with_a_clear_error() {
+    let case = Case::new(User::Current);
+    let task = "talk forever";
+    let spec = serde_json::from_value(json!({
+        "suite": "headless", "name": "runaway",
+        "sessions": [{"session": 0, "first_user_text": task}]
+    }))
+    .unwrap();
+    let text = "y".repeat(4 * 1024 * 1024);
+    let stream: Vec<Value> = (0..10).map(|_| json!({"content": &text})).collect();
+    let scenario = dsh_testkit::scenario::Scenario::from_parts(
+        spec,
+        vec![entry(
+            json!({"session": 0, "route": "main", "index": 0, "kind": "response",
+            "content": text.repeat(10), "finish_reason": "stop", "stream": stream}),
+        )],
+    );
+    let server = serve(&scenario).await;
+    let out = tokio::task::spawn_blocking({
+        let mut command = case.command(&["exec", task], &server.url());
+        move || command.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("dsh: OUTPUT_TOO_LARGE: ")),
+        "{stderr}"
+    );
+    assert!(log_bytes(&case) < 40 * 1024 * 1024);
+}

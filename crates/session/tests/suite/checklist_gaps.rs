@@ -156,6 +156,23 @@ fn item_09_only_seeded_sessions_get_an_end_seed_marker() {
 }
 
 #[test]
+fn the_latest_request_context_is_kept_without_a_scan() {
+    use dsh_session::data::RequestContext;
+    let log = SessionLog::in_memory(SessionHeader::new("s", None));
+    assert!(log.request_context().is_none());
+    let context = |model: &str| RequestContext {
+        provider: "p".into(),
+        model: model.into(),
+        context_window: None,
+    };
+    log.append_data(&context("a"), None).unwrap();
+    user(&log, "between");
+    let second = log.append_data(&context("b"), None).unwrap();
+    user(&log, "after");
+    assert_eq!(log.request_context(), Some(second));
+}
+
+#[test]
 fn item_11_the_fold_returns_the_latest_header() {
     let log = SessionLog::in_memory(SessionHeader::new("s", None));
     assert!(log.request_header().is_none());

@@ -78,12 +78,10 @@ fn session_and_tty(out: &str) -> (i64, i64) {
 #[tokio::test]
 async fn every_tool_process_runs_in_a_session_of_its_own() {
     let ws = tempfile::tempdir().unwrap();
-    let own_session = i64::from(
-        rustix::process::getsid(None)
-            .unwrap()
-            .as_raw_nonzero()
-            .get(),
-    );
+    // Read from /proc rather than getsid(2): under CI the test runner's own session may
+    // lie outside this PID namespace, where the kernel reports it as 0.
+    let own_stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let (own_session, _) = session_and_tty(&own_stat);
     for mode in [
         SandboxMode::ReadOnly,
         SandboxMode::WorkspaceWrite,

@@ -276,11 +276,11 @@ async fn two_hundred_megabytes_stay_bounded() {
     assert_eq!((*exit_code, *timed_out), (Some(0), false));
     assert!(stdout.truncated);
     assert_eq!(stdout.text, "y\n".repeat(32_000));
-    // Past the 64 MiB spill cap the partial file is discarded.
+    // Past the 64 MiB spill cap the partial file is discarded, and the result says so.
     assert_eq!(stdout.spill_path, None);
-    assert!(
-        bash::render_text(&out).ends_with("y\n\n[output truncated; full output: (unavailable)]")
-    );
+    assert!(bash::render_text(&out).ends_with(
+        "y\n\n[output truncated; full output: (unavailable: the stream exceeded the 64 MiB spill limit)]"
+    ));
     assert!(started.elapsed() < Duration::from_secs(60));
 }
 

@@ -1,0 +1,221 @@
+//! `dsh-approval`: the user-approval service (upstream `dsh-user-approval`).
+//!
+//! Owns: the effective approval policy of a session (the last `approval/policy` event, else
+//! the session's configured standing), the audit pair every request leaves
+//! (`approval/asked {id, toolName, callId?, reason?}`, then `approval/decided {id, outcome}`),
+//! and the decision order: an already-aborted signal is `cancelled`, policy `never` is
+//! `rejected` without asking anyone, otherwise the answerer decides (none = `unavailable`).
+//! Does not own: who answers (a front-end's [`ApprovalService`] is wrapped), what an outcome
+//! means to the model (the tool registry maps outcomes to texts).
+//! Must not depend on: front-ends.
+
+use std::sync::Arc;
+
+use dsh_agent::AgentHandle;
+use dsh_kernel::BoxFuture;
+use dsh_session::SessionLog;
+use dsh_tools::ApprovalOutcome;
+use dsh_tools::ApprovalRequest;
+use dsh_tools::ApprovalService;
+use serde_json::Map;
+use serde_json::Value;
+
+/// The two policies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Ask,
+    Never,
+}
+
+impl Policy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Never => "never",
+        }
+    }
+}
+
+/// The session's standing policy when its log has no `approval/policy` event yet (the
+/// composition's configured policy, e.g. a permission preset). Provided by the composition;
+/// without one the default is `ask`.
+pub trait PolicySource: Send + Sync {
+    fn standing(&self) -> Policy;
+}
+
+/// The effective policy of `log`: its last `approval/policy` event, else `standing`.
+pub fn effective_policy(log: &SessionLog, standing: Policy) -> Policy {
+    log.events()
+        .iter()
+        .rev()
+        .find(|e| e.kind == "approval/policy")
+        .and_then(|e| {
+            e.data
+                .get("policy")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .map_or(standing, |p| {
+            if p == "never" {
+                Policy::Never
+            } else {
+                Policy::Ask
+            }
+        })
+}
+
+fn outcome_text(outcome: ApprovalOutcome) -> &'static str {
+    match outcome {
+        ApprovalOutcome::AllowedOnce => "allowed-once",
+        ApprovalOutcome::Rejected => "rejected",
+        ApprovalOutcome::Cancelled => "cancelled",
+        ApprovalOutcome::Unavailable => "unavailable",
+    }
+}
+
+/// The service the tool registry finds on an agent's scope: audits, applies the policy and
+/// delegates to the front-end's answerer.
+pub struct UserApproval {
+    answerer: Option<Arc<dyn ApprovalService>>,
+    standing: Option<Arc<dyn PolicySource>>,
+}
+
+impl std::fmt::Debug for UserApproval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserApproval")
+            .field("answerer", &self.answerer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl UserApproval {
+    /// `answerer` asks a person (ACP client, TUI); `None` = no channel (headless).
+    pub fn new(
+        answerer: Option<Arc<dyn ApprovalService>>,
+        standing: Option<Arc<dyn PolicySource>>,
+    ) -> Self {
+        Self { answerer, standing }
+    }
+}
+
+impl ApprovalService for UserApproval {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        let agent = AgentHandle::from_scope(request.agent.scope());
+        let Some(agent) = agent else {
+            // No session to audit into: decide without the pair (upstream cannot reach here).
+            tracing::warn!(tool = %request.tool_name, "approval request without a live agent");
+            return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
+        };
+        // Upstream throws outside an open turn (unreachable from a tool call); dsh audits and
+        // decides all the same, so a front-end may also ask outside a turn.
+        let log = agent.log().clone();
+        let standing = self
+            .standing
+            .as_ref()
+            .map_or(Policy::Ask, |source| source.standing());
+        let policy = effective_policy(&log, standing);
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut asked = Map::new();
+        asked.insert("id".into(), id.clone().into());
+        asked.insert("toolName".into(), request.tool_name.clone().into());
+        if !request.call_id.is_empty() {
+            asked.insert("callId".into(), request.call_id.clone().into());
+        }
+        if let Some(reason) = &request.reason {
+            asked.insert("reason".into(), reason.clone().into());
+        }
+        append(&log, "approval/asked", Value::Object(asked));
+        let answerer = self.answerer.clone();
+        Box::pin(async move {
+            let outcome = if request.signal.is_cancelled() {
+                ApprovalOutcome::Cancelled
+            } else if policy == Policy::Never {
+                ApprovalOutcome::Rejected
+            } else {
+                match answerer {
+                    Some(answerer) => {
+                        let signal = request.signal.clone();
+                        tokio_select(answerer.request(request), signal).await
+                    }
+                    None => ApprovalOutcome::Unavailable,
+                }
+            };
+            let mut decided = Map::new();
+            decided.insert("id".into(), id.into());
+            decided.insert("outcome".into(), outcome_text(outcome).into());
+            append(&log, "approval/decided", Value::Object(decided));
+            outcome
+        })
+    }
+}
+
+/// An abort while the answerer is deciding is `cancelled`; a late answer is discarded.
+async fn tokio_select(
+    answer: BoxFuture<'static, ApprovalOutcome>,
+    signal: dsh_tools::CancellationToken,
+) -> ApprovalOutcome {
+    signal
+        .run_until_cancelled_owned(answer)
+        .await
+        .unwrap_or(ApprovalOutcome::Cancelled)
+}
+
+fn append(log: &SessionLog, kind: &str, data: Value) {
+    if let Err(error) = log.append(kind, data, None) {
+        tracing::warn!(%error, "cannot log {kind}");
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The session's standing policy, read live from its `SessionContext` permissions.
+struct ContextPolicy(Arc<dsh_plugin::SessionContext>);
+
+impl PolicySource for ContextPolicy {
+    fn standing(&self) -> Policy {
+        match self.0.permissions().approval {
+            dsh_tools::ApprovalPolicy::Never => Policy::Never,
+            dsh_tools::ApprovalPolicy::Ask => Policy::Ask,
+        }
+    }
+}
+
+/// `[plugins.user-approval]`: every session's approval service (audit + policy); a front-end
+/// that can ask a person wraps its answerer in one of its own.
+#[derive(Debug, Default)]
+pub struct UserApprovalPlugin;
+
+/// No settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserApprovalSettings {}
+
+impl dsh_plugin::Plugin for UserApprovalPlugin {
+    type Config = UserApprovalSettings;
+
+    fn name(&self) -> &str {
+        <Self as dsh_plugin::HostPlugin>::NAME
+    }
+
+    fn apply(
+        &self,
+        ctx: &dsh_kernel::Scope,
+        _config: UserApprovalSettings,
+    ) -> Result<(), dsh_plugin::PluginError> {
+        let host = dsh_plugin::HostServices::of(ctx)?;
+        host.sessions.attach(ctx, "user-approval", |session| {
+            let policy: Arc<dyn PolicySource> = Arc::new(ContextPolicy(session.context.clone()));
+            session.scope.provide::<dyn PolicySource>(policy.clone())?;
+            session
+                .scope
+                .provide::<dyn ApprovalService>(Arc::new(UserApproval::new(None, Some(policy))))?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+impl dsh_plugin::HostPlugin for UserApprovalPlugin {
+    const NAME: &'static str = "user-approval";
+}

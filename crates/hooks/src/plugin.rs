@@ -1,0 +1,104 @@
+//! The bridges as host plugins: `[plugins.hooks-claude-code]` and `[plugins.hooks-codex]`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::BridgeSettings;
+use crate::Dialect;
+use crate::HookBridge;
+use crate::LocalExecutor;
+
+/// `[plugins.hooks-claude-code]` and `[plugins.hooks-codex]` (upstream's camelCase keys in
+/// snake_case). Absent `config_path` = the bridge is off.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSettings {
+    /// The hook file, read when the plugin applies; a relative path resolves against the
+    /// launch directory. A file that cannot be loaded is a warning and no hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_path: Option<PathBuf>,
+    /// Claude Code: replaces `${CLAUDE_PLUGIN_ROOT}` in commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_root: Option<String>,
+    /// Claude Code: replaces `${CLAUDE_PROJECT_DIR}`; hooks' `CLAUDE_PROJECT_DIR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_dir: Option<String>,
+    /// Codex: the `model` stamped on payloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Timeout of a hook that sets none (default 600 000 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_timeout_ms: Option<f64>,
+    /// Cap of `hook/result.stderrSummary` (default 500; a positive integer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_summary_max_chars: Option<f64>,
+}
+
+/// One hook bridge as a plugin; `D` picks the dialect.
+#[derive(Debug, Default)]
+pub struct HooksPlugin<D: DialectMarker>(std::marker::PhantomData<D>);
+
+/// Type-level dialect of a [`HooksPlugin`].
+pub trait DialectMarker: Default + Send + Sync + 'static {
+    const DIALECT: Dialect;
+    const NAME: &'static str;
+}
+
+/// The Claude Code bridge.
+#[derive(Debug, Default)]
+pub struct ClaudeCode;
+
+/// The Codex bridge.
+#[derive(Debug, Default)]
+pub struct Codex;
+
+impl DialectMarker for ClaudeCode {
+    const DIALECT: Dialect = Dialect::ClaudeCode;
+    const NAME: &'static str = "hooks-claude-code";
+}
+
+impl DialectMarker for Codex {
+    const DIALECT: Dialect = Dialect::Codex;
+    const NAME: &'static str = "hooks-codex";
+}
+
+impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
+    type Config = HooksSettings;
+
+    fn name(&self) -> &str {
+        D::NAME
+    }
+
+    fn apply(
+        &self,
+        ctx: &dsh_kernel::Scope,
+        config: HooksSettings,
+    ) -> Result<(), dsh_plugin::PluginError> {
+        let Some(path) = config.config_path else {
+            return Ok(());
+        };
+        let host = dsh_plugin::HostServices::of(ctx)?;
+        let mut settings = BridgeSettings::new(path.to_string_lossy());
+        settings.base_dir = Some(host.info.launch_cwd.clone());
+        settings.plugin_root = config.plugin_root;
+        settings.project_dir = config.project_dir;
+        settings.model = config.model.unwrap_or_default();
+        if let Some(ms) = config.default_timeout_ms {
+            settings.default_timeout_ms = ms;
+        }
+        if let Some(cap) = config.stderr_summary_max_chars {
+            settings.stderr_summary_max_chars = cap;
+        }
+        let executor = Arc::new(LocalExecutor::with_shared_filter());
+        let loaded = HookBridge::load(D::DIALECT, settings, executor, None)
+            .map_err(dsh_plugin::PluginError::msg)?;
+        if let Some(bridge) = loaded.bridge {
+            bridge.install(ctx, &host.tools, &host.hooks);
+        }
+        Ok(())
+    }
+}
+
+impl<D: DialectMarker> dsh_plugin::HostPlugin for HooksPlugin<D> {
+    const NAME: &'static str = D::NAME;
+}

@@ -1,0 +1,3 @@
+mod points;
+mod support;
+mod tools;

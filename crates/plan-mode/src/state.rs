@@ -1,0 +1,269 @@
+//! The plan-mode state: log fold, pending selections, narration, the section and the pre-step
+//! listener that applies pending selections.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use dsh_agent::AgentHandle;
+use dsh_agent::AgentHooks;
+use dsh_agent::PreStepDecision;
+use dsh_agent::prompt::PromptRegistry;
+use dsh_agent::prompt::Section;
+use dsh_kernel::Disposer;
+use dsh_kernel::Scope;
+use dsh_protocol::ContentBlock;
+use dsh_protocol::Message;
+use dsh_protocol::MessageSource;
+use dsh_session::Event;
+use serde_json::Value;
+use serde_json::json;
+
+use crate::PLUGIN;
+use crate::SECTION;
+
+/// The shipped guidance (prose of our own; the configured text replaces it verbatim).
+pub const DEFAULT_SECTION: &str = "Plan mode is active. Stay in plan mode until exit_plan_mode succeeds or the user switches the session back. Explore with reads, searches and checks that change nothing: no edits, no configuration changes, no formatter rewrites, no commits. Mutating tools stay listed only so the tool list does not change; do not use them now. Do not use todo_write to plan. Use ask_user_question only for choices that belong to the user. Make the plan decision-complete: someone else should be able to carry it out without further questions. Submit the complete plan, starting with a # title, through exit_plan_mode as your only and final tool call; after a rejection, revise and submit again. If the review channel is unavailable, stay in plan mode and tell the user.";
+
+/// `{section}` with upstream's load-time validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanModeConfig {
+    pub section: String,
+}
+
+impl PlanModeConfig {
+    /// Validates a JSON config object with upstream's messages.
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let Some(map) = value.as_object() else {
+            return Err("PlanModeConfig needs a string `section`".into());
+        };
+        let unknown: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| *k != "section")
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "PlanModeConfig has unknown key(s) {} — config is {{ section }}",
+                unknown.join(", ")
+            ));
+        }
+        match map.get("section").and_then(Value::as_str) {
+            None => Err("PlanModeConfig needs a string `section`".into()),
+            Some(text) if text.trim().is_empty() => {
+                Err("PlanModeConfig needs a non-empty `section`".into())
+            }
+            Some(text) => Ok(Self {
+                section: text.to_owned(),
+            }),
+        }
+    }
+}
+
+impl Default for PlanModeConfig {
+    fn default() -> Self {
+        Self {
+            section: DEFAULT_SECTION.to_owned(),
+        }
+    }
+}
+
+/// The plan state after `events` (`false` before any `plan/mode`).
+pub fn fold_plan(events: &[Arc<Event>]) -> bool {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.kind == "plan/mode")
+        .and_then(|e| e.data.get("active").and_then(Value::as_bool))
+        .unwrap_or(false)
+}
+
+/// The plan state the latest `request/header` was taken under, if any request was made.
+fn header_state(events: &[Arc<Event>]) -> Option<bool> {
+    let at = events.iter().rposition(|e| e.kind == "request/header")?;
+    Some(fold_plan(&events[..at]))
+}
+
+/// The switch narration.
+pub fn narration(active: bool) -> Message {
+    let text = if active {
+        "The user switched this session to plan mode."
+    } else {
+        "The user switched this session back to the default mode."
+    };
+    Message::user(
+        vec![ContentBlock::text(text)],
+        MessageSource::plugin(PLUGIN)
+            .with("form", "notice")
+            .with("summary", text),
+    )
+}
+
+/// What `set` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOutcome {
+    Committed,
+    Queued,
+    Cancelled,
+    Noop,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    active: bool,
+    narrate: bool,
+}
+
+/// The plan-mode service (one per composition).
+pub struct PlanMode {
+    config: PlanModeConfig,
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+impl std::fmt::Debug for PlanMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanMode").finish_non_exhaustive()
+    }
+}
+
+impl PlanMode {
+    pub fn new(config: PlanModeConfig) -> Self {
+        Self {
+            config,
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The logged state.
+    pub fn logged(&self, agent: &AgentHandle) -> bool {
+        fold_plan(&agent.log().events())
+    }
+
+    /// The pending selection, else the logged state (what an ACP client shows).
+    pub fn current(&self, agent: &AgentHandle) -> bool {
+        self.pending()
+            .get(agent.id())
+            .map_or_else(|| self.logged(agent), |p| p.active)
+    }
+
+    /// Whether a selection waits for the next pre-step.
+    pub fn has_pending(&self, agent: &AgentHandle) -> bool {
+        self.pending().contains_key(agent.id())
+    }
+
+    /// Selects plan mode on or off (`planMode.set`).
+    pub fn set(&self, agent: &AgentHandle, active: bool) -> SetOutcome {
+        self.select(agent, active, true)
+    }
+
+    /// `exit_plan_mode`'s approval: leave plan mode at the next pre-step, without narration.
+    pub fn approve_exit(&self, agent: &AgentHandle) {
+        self.pending().insert(
+            agent.id().to_owned(),
+            Pending {
+                active: false,
+                narrate: false,
+            },
+        );
+    }
+
+    fn select(&self, agent: &AgentHandle, active: bool, narrate: bool) -> SetOutcome {
+        let logged = self.logged(agent);
+        if active == self.current(agent) {
+            return SetOutcome::Noop;
+        }
+        if agent.log().turn_state().open_turn.is_some() {
+            self.pending()
+                .insert(agent.id().to_owned(), Pending { active, narrate });
+            return if active == logged {
+                SetOutcome::Cancelled
+            } else {
+                SetOutcome::Queued
+            };
+        }
+        self.pending().remove(agent.id());
+        let log = agent.log();
+        if let Err(error) = log.append("plan/mode", json!({ "active": active }), None) {
+            tracing::warn!(%error, "cannot log plan/mode");
+            return SetOutcome::Noop;
+        }
+        if narrate
+            && header_state(&log.events()) == Some(!active)
+            && let Err(error) = agent.inject(narration(active))
+        {
+            tracing::warn!(%error, "cannot inject the plan-mode narration");
+        }
+        SetOutcome::Committed
+    }
+
+    /// The `plan:policy` text for an agent: the configured section while active. The loop
+    /// assembles the prompt just before the pre-step that applies a pending selection, so the
+    /// pending state is what the coming request is taken under.
+    pub fn section_text(&self, agent: &AgentHandle) -> String {
+        if self.current(agent) {
+            self.config.section.clone()
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// Installs plan mode: the `plan:policy` section (computed per agent); pending selections are
+/// applied at pre-step (after the inner chain, on an entering decision).
+pub fn install(
+    plan: &Arc<PlanMode>,
+    hooks: &Arc<AgentHooks>,
+    prompts: &Arc<PromptRegistry>,
+    owner: &Scope,
+) -> Vec<Disposer> {
+    let mut disposers = Vec::new();
+    {
+        let plan = plan.clone();
+        disposers.push(prompts.register_section(
+            owner,
+            Section::dynamic(SECTION.0, SECTION.1, move |scope| {
+                AgentHandle::from_scope(scope)
+                    .map(|agent| plan.section_text(&agent))
+                    .unwrap_or_default()
+            }),
+        ));
+    }
+    {
+        let plan = plan.clone();
+        disposers.push(hooks.pre_step.register(owner, move |input, next| {
+            let plan = plan.clone();
+            Box::pin(async move {
+                let agent = input.agent.clone();
+                let signal = input.signal.clone();
+                let decision = next.run(input).await?;
+                let PreStepDecision::Enter(mut messages) = decision else {
+                    return Ok(decision);
+                };
+                if signal.is_cancelled() {
+                    return Ok(PreStepDecision::Enter(messages));
+                }
+                let Some(pending) = plan.pending().remove(agent.id()) else {
+                    return Ok(PreStepDecision::Enter(messages));
+                };
+                let log = agent.log();
+                let events = log.events();
+                if fold_plan(&events) != pending.active
+                    && let Err(error) =
+                        log.append("plan/mode", json!({ "active": pending.active }), None)
+                {
+                    tracing::warn!(%error, "cannot log plan/mode");
+                }
+                if pending.narrate && header_state(&events) == Some(!pending.active) {
+                    messages.push(narration(pending.active));
+                }
+                Ok(PreStepDecision::Enter(messages))
+            })
+        }));
+    }
+    disposers
+}
