@@ -50,6 +50,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
             factory: Arc::new(Factory {
                 sessions: sessions.clone(),
                 models,
+                notices: reload_notices(&host),
             }),
             registry: sessions.registry(),
             model: sessions.route().1,
@@ -67,6 +68,36 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
 struct Factory {
     sessions: SessionHost,
     models: Vec<String>,
+    notices: tokio::sync::broadcast::Sender<dsh_tui::HostNotice>,
+}
+
+/// Reload outcomes as UI notices: a refused or partly applied configuration is an error (with
+/// its file:line), an applied one is information; "nothing changed" is not shown.
+fn reload_notices(host: &dsh_host::Host) -> tokio::sync::broadcast::Sender<dsh_tui::HostNotice> {
+    let (tx, _) = tokio::sync::broadcast::channel(16);
+    let sender = tx.clone();
+    let mut reports = host.reports();
+    tokio::spawn(async move {
+        loop {
+            let report = match reports.recv().await {
+                Ok(report) => report,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
+            let level = match report {
+                dsh_host::ReloadReport::Unchanged => continue,
+                dsh_host::ReloadReport::Applied { .. } => dsh_tui::model::NoticeLevel::Info,
+                dsh_host::ReloadReport::Rejected { .. }
+                | dsh_host::ReloadReport::Partial { .. } => dsh_tui::model::NoticeLevel::Error,
+            };
+            // No UI listening (yet) is not an error.
+            let _ = sender.send(dsh_tui::HostNotice {
+                level,
+                text: report.to_string(),
+            });
+        }
+    });
+    tx
 }
 
 impl dsh_tui::SessionFactory for Factory {
@@ -91,6 +122,10 @@ impl dsh_tui::SessionFactory for Factory {
 
     fn models(&self) -> Vec<String> {
         self.models.clone()
+    }
+
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<dsh_tui::HostNotice>> {
+        Some(self.notices.subscribe())
     }
 
     fn attach_image(
