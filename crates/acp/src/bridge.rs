@@ -34,11 +34,17 @@ use agent_client_protocol::v1::schema::PromptCapabilities;
 use agent_client_protocol::v1::schema::PromptRequest;
 use agent_client_protocol::v1::schema::PromptResponse;
 use agent_client_protocol::v1::schema::SessionCapabilities;
+use agent_client_protocol::v1::schema::SessionConfigOption;
+use agent_client_protocol::v1::schema::SessionConfigOptionCategory;
+use agent_client_protocol::v1::schema::SessionConfigOptionValue;
+use agent_client_protocol::v1::schema::SessionConfigSelectOption;
 use agent_client_protocol::v1::schema::SessionInfo;
 use agent_client_protocol::v1::schema::SessionListCapabilities;
 use agent_client_protocol::v1::schema::SessionMode;
 use agent_client_protocol::v1::schema::SessionModeState;
 use agent_client_protocol::v1::schema::SessionUpdate;
+use agent_client_protocol::v1::schema::SetSessionConfigOptionRequest;
+use agent_client_protocol::v1::schema::SetSessionConfigOptionResponse;
 use agent_client_protocol::v1::schema::SetSessionModeRequest;
 use agent_client_protocol::v1::schema::SetSessionModeResponse;
 use agent_client_protocol::v1::schema::StopReason;
@@ -115,6 +121,9 @@ fn modes_wire(modes: &ModeState) -> SessionModeState {
         .collect();
     SessionModeState::new(modes.current.clone(), available)
 }
+
+/// The id of the session's model select.
+const MODEL_OPTION: &str = "model";
 
 fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
     if cwd.is_absolute() {
@@ -299,8 +308,14 @@ impl Bridge {
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
+        let options = self.config_options(&session);
         self.register(session.clone())?;
-        Ok((NewSessionResponse::new(session_id).modes(modes), session))
+        Ok((
+            NewSessionResponse::new(session_id)
+                .modes(modes)
+                .config_options(options),
+            session,
+        ))
     }
 
     /// Adds a session unless the bridge closed meanwhile (then its agent is disposed).
@@ -374,8 +389,14 @@ impl Bridge {
         let session = Session::attach(id, cwd, parts, connection, client, true, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
+        let options = self.config_options(&session);
         self.register(session.clone())?;
-        Ok((LoadSessionResponse::new().modes(modes), session))
+        Ok((
+            LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+            session,
+        ))
     }
 
     pub(crate) async fn list_sessions(
@@ -462,6 +483,76 @@ impl Bridge {
             mode,
         )));
         Ok(SetSessionModeResponse::new())
+    }
+
+    /// The session's config options: a `model` select over the host's models (the current one
+    /// listed even when the catalog lacks it). `None` when the host offers no models.
+    fn config_options(&self, session: &Session) -> Option<Vec<SessionConfigOption>> {
+        let mut models = self.factory.models();
+        if models.is_empty() {
+            return None;
+        }
+        let current = lock(&session.model).current.clone();
+        if !models.contains(&current) {
+            models.insert(0, current.clone());
+        }
+        let options: Vec<SessionConfigSelectOption> = models
+            .into_iter()
+            .map(|model| SessionConfigSelectOption::new(model.clone(), model))
+            .collect();
+        Some(vec![
+            SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
+                .category(SessionConfigOptionCategory::Model)
+                .description(
+                    "The model this session's requests use from the next one on".to_owned(),
+                ),
+        ])
+    }
+
+    /// `session/set_config_option`: `model` switches the session's model from its next request.
+    pub(crate) fn set_config_option(
+        &self,
+        request: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse, RpcError> {
+        let session = self.session(&request.session_id.0)?;
+        let id = request.config_id.0.to_string();
+        let offered = self.config_options(&session).unwrap_or_default();
+        let Some(option) = offered.iter().find(|o| o.id.0.as_ref() == id) else {
+            return Err(invalid_params(format!("unknown config option: {id}")));
+        };
+        let SessionConfigOptionValue::ValueId { value } = &request.value else {
+            return Err(invalid_params(format!(
+                "config option {id} takes a value id"
+            )));
+        };
+        let value = value.0.to_string();
+        let known = match &option.kind {
+            agent_client_protocol::v1::schema::SessionConfigKind::Select(select) => {
+                match &select.options {
+                    agent_client_protocol::v1::schema::SessionConfigSelectOptions::Ungrouped(
+                        options,
+                    ) => options.iter().any(|o| o.value.0.as_ref() == value),
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+        if !known {
+            return Err(invalid_params(format!("unknown value for {id}: {value}")));
+        }
+        {
+            let mut choice = lock(&session.model);
+            if let Some(previous) = choice.switch.take() {
+                previous.dispose();
+            }
+            if value != session.agent.model() {
+                choice.switch = Some(dsh_agent::switch_model(&session.agent, &value));
+            }
+            choice.current = value;
+        }
+        Ok(SetSessionConfigOptionResponse::new(
+            self.config_options(&session).unwrap_or_default(),
+        ))
     }
 
     /// Admission runs here, synchronously (no await before the slot is reserved and the message

@@ -143,6 +143,11 @@ pub trait SessionFactory: Send + Sync {
         Ok(ImageInput::Unresolved)
     }
 
+    /// The models a session may switch to (its `model` config option); empty offers none.
+    fn models(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The authentication methods `initialize` advertises.
     fn auth_methods(&self) -> Vec<AuthMethodInfo> {
         Vec::new()

@@ -13,6 +13,7 @@ use agent_client_protocol::v1::schema::ListSessionsRequest;
 use agent_client_protocol::v1::schema::LoadSessionRequest;
 use agent_client_protocol::v1::schema::NewSessionRequest;
 use agent_client_protocol::v1::schema::PromptRequest;
+use agent_client_protocol::v1::schema::SetSessionConfigOptionRequest;
 use agent_client_protocol::v1::schema::SetSessionModeRequest;
 
 use crate::bridge::Bridge;
@@ -156,6 +157,15 @@ async fn serve_until(
                 let bridge = bridge.clone();
                 async move |request: SetSessionModeRequest, responder, _cx| {
                     responder.respond_with_result(bridge.set_mode(request))
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: SetSessionConfigOptionRequest, responder, _cx| {
+                    responder.respond_with_result(bridge.set_config_option(request))
                 }
             },
             on_receive_request!(),

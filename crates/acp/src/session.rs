@@ -59,6 +59,12 @@ pub(crate) struct ClientView {
     pub(crate) terminal: bool,
 }
 
+/// The session's `model` config option.
+pub(crate) struct ModelChoice {
+    pub(crate) current: String,
+    pub(crate) switch: Option<Disposer>,
+}
+
 /// The one in-flight prompt of a session.
 #[derive(Debug, Clone)]
 pub(crate) struct PromptSlot {
@@ -216,6 +222,9 @@ pub(crate) struct Session {
     pub(crate) cwd: PathBuf,
     pub(crate) agent: AgentHandle,
     pub(crate) modes: Arc<Mutex<Option<ModeState>>>,
+    /// The model the session's requests use, and the switch that makes it so (`None` until
+    /// `session/set_config_option` picks one; disposing it returns to the configured one).
+    pub(crate) model: Mutex<ModelChoice>,
     pub(crate) slot: Mutex<Option<PromptSlot>>,
     /// Message id → turn that claimed it (from `agent/inbox/claimed`).
     pub(crate) claimed: Arc<Mutex<HashMap<String, u64>>>,
@@ -378,6 +387,7 @@ impl Session {
             );
         }
         let commands = dsh_commands::CommandRegistry::of(agent.scope());
+        let current_model = agent.model().to_owned();
         Ok(Arc::new_cyclic(|me: &std::sync::Weak<Self>| {
             if let Some(registry) = &commands {
                 // `commands/change`: every live session re-announces what it offers.
@@ -393,6 +403,10 @@ impl Session {
                 id,
                 cwd,
                 agent,
+                model: Mutex::new(ModelChoice {
+                    current: current_model,
+                    switch: None,
+                }),
                 modes,
                 slot: Mutex::new(None),
                 claimed,

@@ -33,6 +33,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         let factory = Arc::new(Factory {
             key_env: api_key_env(&host),
             sessions: host.sessions(),
+            models: crate::host::models(&host),
         });
         let identity = BridgeConfig {
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -64,6 +65,7 @@ struct Factory {
     sessions: SessionHost,
     /// The environment variable the configured provider reads its key from.
     key_env: String,
+    models: Vec<String>,
 }
 
 /// `[model] api_key_env`, else the provider's own variable.
@@ -246,6 +248,10 @@ impl SessionFactory for Factory {
                 accepts_images,
             },
         })
+    }
+
+    fn models(&self) -> Vec<String> {
+        self.models.clone()
     }
 
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {

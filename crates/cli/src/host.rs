@@ -79,3 +79,29 @@ pub fn watch_and_log(host: &Host) -> Option<dsh_host::watch::ConfigWatch> {
         }
     }
 }
+
+/// What `/model` (TUI) and the `model` config option (ACP) offer: the adapter's built-in
+/// models, the `[[model.catalog]]` entries and the configured model.
+pub fn models(host: &dsh_host::Host) -> Vec<String> {
+    let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
+        .models
+        .iter()
+        .map(|m| m.id.clone())
+        .collect();
+    if let Some(catalog) = host
+        .config()
+        .get("model.catalog")
+        .and_then(|c| c.as_array())
+    {
+        models.extend(
+            catalog
+                .iter()
+                .filter_map(|entry| entry.get("id").and_then(|id| id.as_str()))
+                .map(str::to_owned),
+        );
+    }
+    models.push(host.sessions().route().1);
+    let mut seen = std::collections::HashSet::new();
+    models.retain(|m| seen.insert(m.clone()));
+    models
+}

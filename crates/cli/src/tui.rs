@@ -45,11 +45,12 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         let host = crate::host::start(&cwd, overrides).await?;
         let _watch = crate::host::watch_and_log(&host);
         let sessions = host.sessions();
-        let models = models(&host);
+        let models = crate::host::models(&host);
         let app = dsh_tui::TuiApp {
             factory: Arc::new(Factory {
                 sessions: sessions.clone(),
                 models,
+                notices: reload_notices(&host),
             }),
             registry: sessions.registry(),
             model: sessions.route().1,
@@ -64,35 +65,39 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// What `/model` offers: the adapter's built-in models, the `[[model.catalog]]` entries and
-/// the configured model.
-fn models(host: &dsh_host::Host) -> Vec<String> {
-    let mut models: Vec<String> = dsh_llm::DeepSeekConfig::default()
-        .models
-        .iter()
-        .map(|m| m.id.clone())
-        .collect();
-    if let Some(catalog) = host
-        .config()
-        .get("model.catalog")
-        .and_then(|c| c.as_array())
-    {
-        models.extend(
-            catalog
-                .iter()
-                .filter_map(|entry| entry.get("id").and_then(|id| id.as_str()))
-                .map(str::to_owned),
-        );
-    }
-    models.push(host.sessions().route().1);
-    let mut seen = std::collections::HashSet::new();
-    models.retain(|m| seen.insert(m.clone()));
-    models
-}
-
 struct Factory {
     sessions: SessionHost,
     models: Vec<String>,
+    notices: tokio::sync::broadcast::Sender<dsh_tui::HostNotice>,
+}
+
+/// Reload outcomes as UI notices: a refused or partly applied configuration is an error (with
+/// its file:line), an applied one is information; "nothing changed" is not shown.
+fn reload_notices(host: &dsh_host::Host) -> tokio::sync::broadcast::Sender<dsh_tui::HostNotice> {
+    let (tx, _) = tokio::sync::broadcast::channel(16);
+    let sender = tx.clone();
+    let mut reports = host.reports();
+    tokio::spawn(async move {
+        loop {
+            let report = match reports.recv().await {
+                Ok(report) => report,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
+            let level = match report {
+                dsh_host::ReloadReport::Unchanged => continue,
+                dsh_host::ReloadReport::Applied { .. } => dsh_tui::model::NoticeLevel::Info,
+                dsh_host::ReloadReport::Rejected { .. }
+                | dsh_host::ReloadReport::Partial { .. } => dsh_tui::model::NoticeLevel::Error,
+            };
+            // No UI listening (yet) is not an error.
+            let _ = sender.send(dsh_tui::HostNotice {
+                level,
+                text: report.to_string(),
+            });
+        }
+    });
+    tx
 }
 
 impl dsh_tui::SessionFactory for Factory {
@@ -117,6 +122,10 @@ impl dsh_tui::SessionFactory for Factory {
 
     fn models(&self) -> Vec<String> {
         self.models.clone()
+    }
+
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<dsh_tui::HostNotice>> {
+        Some(self.notices.subscribe())
     }
 
     fn attach_image(

@@ -98,6 +98,74 @@ async fn a_never_prompted_session_is_loaded_and_prompted_from_another_process() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_config_option_switches_the_sessions_model_from_its_next_request() {
+    let (url, bodies) = model_server(vec![
+        sse(&[json!({"content": "one"})], "stop"),
+        sse(&[json!({"content": "two"})], "stop"),
+    ])
+    .await;
+    let work = workspace(NO_TITLES);
+    let cwd = work.path().canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut acp = Acp::start(&cwd, home.path(), &url);
+    initialize(&mut acp).await;
+    let created = acp
+        .request(2, "session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let id = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let option = &created["result"]["configOptions"][0];
+    assert_eq!(option["id"], "model", "{created}");
+    assert_eq!(option["type"], "select", "{created}");
+    assert_eq!(option["category"], "model", "{created}");
+    let configured = option["currentValue"].as_str().unwrap().to_owned();
+    let values: Vec<&str> = option["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["value"].as_str())
+        .collect();
+    let other = values
+        .iter()
+        .find(|v| **v != configured)
+        .expect("a second model to switch to")
+        .to_string();
+
+    let prompt = |n: u64| json!({"sessionId": id, "prompt": [{"type": "text", "text": format!("prompt {n}")}]});
+    let first = acp.request(3, "session/prompt", prompt(1)).await;
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let unknown = acp
+        .request(
+            4,
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": "model", "value": "no-such-model"}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let switched = acp
+        .request(
+            5,
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": "model", "value": other}),
+        )
+        .await;
+    assert_eq!(
+        switched["result"]["configOptions"][0]["currentValue"], other,
+        "the refreshed options show the choice: {switched}"
+    );
+    let second = acp.request(6, "session/prompt", prompt(2)).await;
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    acp.stop().await;
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], configured.as_str());
+    assert_eq!(
+        bodies[1]["model"],
+        other.as_str(),
+        "from the next request on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_escalation_asks_with_the_command_mode_and_justification() {
     if !std::path::Path::new("/usr/bin/bwrap").exists() {
         eprintln!("SKIPPED: bubblewrap is not installed");

@@ -45,6 +45,14 @@ pub fn is_interactive() -> bool {
     io::stdin().is_terminal() && io::stdout().is_terminal()
 }
 
+/// Something the host reports while the UI runs (a configuration reload, a refused edit):
+/// shown as a notice in the transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostNotice {
+    pub level: crate::model::NoticeLevel,
+    pub text: String,
+}
+
 /// What the host composes for the UI. A trait so tests can build agents over a scripted model.
 pub trait SessionFactory: Send + Sync {
     /// A fresh agent working in `cwd` (idle until the first prompt).
@@ -61,6 +69,10 @@ pub trait SessionFactory: Send + Sync {
     /// Models `/model` offers (the model catalog). Empty: any name is accepted.
     fn models(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// The host's reports from now on; `None` when it has none to make.
+    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<HostNotice>> {
+        None
     }
     /// An image mentioned by `@path` as a content block for `model`, stored where the session's
     /// images are kept; `None` when `model` does not take images (the path alone is sent).

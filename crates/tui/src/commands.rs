@@ -4,7 +4,6 @@
 
 use crossterm::event::KeyCode;
 use crossterm::event::KeyEvent;
-use dsh_agent::CallConfig;
 use dsh_tools::PresentationMode;
 
 use super::BUILTINS;
@@ -146,18 +145,7 @@ impl Controller {
         if let Some(previous) = self.session.model.take() {
             previous.dispose();
         }
-        let chosen = model.to_owned();
-        let agent = &self.session.agent;
-        let hook = agent
-            .hooks()
-            .request
-            .register(agent.scope(), move |input, next| {
-                let model = chosen.clone();
-                Box::pin(async move {
-                    let config = next.run(input).await?;
-                    Ok(CallConfig { model, ..config })
-                })
-            });
+        let hook = dsh_agent::switch_model(&self.session.agent, model);
         self.session.model = Some(hook);
         self.state.model = model.to_owned();
         self.update_context();

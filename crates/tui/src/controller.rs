@@ -26,6 +26,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::TryRecvError;
 use tokio::sync::mpsc;
 
+use crate::app::HostNotice;
 use crate::app::SessionFactory;
 use crate::approval::Answer;
 use crate::approval::PendingApproval;
@@ -157,6 +158,27 @@ pub struct Controller {
     command_rx: mpsc::UnboundedReceiver<(String, CommandOutcome)>,
     /// Models `/model` offers.
     models: Vec<String>,
+    /// The host's reports (reload outcomes), shown as notices.
+    notices: Option<broadcast::Receiver<HostNotice>>,
+}
+
+/// The next host notice; pending forever when there is no stream (or it ended).
+async fn next_notice(notices: &mut Option<broadcast::Receiver<HostNotice>>) -> HostNotice {
+    loop {
+        let Some(rx) = notices.as_mut() else {
+            return std::future::pending().await;
+        };
+        match rx.recv().await {
+            Ok(notice) => return notice,
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                return HostNotice {
+                    level: NoticeLevel::Warning,
+                    text: format!("{missed} host notices were missed"),
+                };
+            }
+            Err(broadcast::error::RecvError::Closed) => *notices = None,
+        }
+    }
 }
 
 type CommandOutcome = Result<Option<dsh_commands::Executed>, dsh_commands::CommandError>;
@@ -200,7 +222,9 @@ impl Controller {
             .service::<dsh_references::FileReferences>()
             .unwrap_or_default();
         let models = factory.models();
+        let notices = factory.notices();
         let mut controller = Self {
+            notices,
             dirty: true,
             meter,
             command_tx,
@@ -283,8 +307,8 @@ impl Controller {
         self.quit = true;
     }
 
-    /// Waits until an agent event, an approval prompt, live output or a command result
-    /// arrives (for the event loop).
+    /// Waits until an agent event, an approval prompt, live output, a command result or a host
+    /// notice arrives (for the event loop).
     pub async fn changed(&mut self) {
         tokio::select! {
             event = self.session.events.recv(), if !self.session.closed => self.on_event(event),
@@ -307,6 +331,9 @@ impl Controller {
                 if let Some((line, outcome)) = done {
                     self.command_done(&line, outcome);
                 }
+            }
+            notice = next_notice(&mut self.notices) => {
+                self.state.transcript.notice(notice.level, notice.text);
             }
         }
         self.dirty = true;

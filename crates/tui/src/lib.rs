@@ -24,6 +24,7 @@ mod terminal;
 mod text;
 pub mod view;
 
+pub use app::HostNotice;
 pub use app::NOT_A_TERMINAL;
 pub use app::SessionFactory;
 pub use app::Start;

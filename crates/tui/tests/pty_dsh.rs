@@ -254,3 +254,36 @@ async fn an_image_mentioned_by_path_reaches_an_image_capable_model() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_edit_is_reported_in_the_ui_with_its_location() {
+    let Some(bin) = dsh_bin() else { return };
+    let (dir, project, home) = dirs("pty-reload");
+    let server = ChatServer::start(vec![]).await.unwrap();
+    let env = env(&server, &dir, &home);
+    let config = home.join("config.toml");
+    let screen = tokio::task::spawn_blocking(move || {
+        let mut pty = Pty::spawn(&bin, &[], &project, &env);
+        pty.wait_for("ask anything");
+        // A broken edit: refused with file:line, the running configuration stays.
+        std::fs::write(
+            &config,
+            "[plugins.session-title]\nenabled = false\n\n[plugins.web]\nenabled = \"nope\"\n",
+        )
+        .unwrap();
+        let refused = pty.wait_for("configuration not reloaded");
+        // A good edit is applied and said so.
+        std::fs::write(
+            &config,
+            "[plugins.session-title]\nenabled = false\n\n[plugins.web]\nenabled = false\n",
+        )
+        .unwrap();
+        pty.wait_for("configuration reloaded: ");
+        quit(&mut pty);
+        refused
+    })
+    .await
+    .unwrap();
+    assert!(screen.contains("config.toml:5"), "{screen}");
+    assert!(screen.contains("plugins.web.enabled"), "{screen}");
+}

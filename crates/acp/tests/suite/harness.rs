@@ -184,6 +184,10 @@ impl SessionFactory for TestFactory {
         }
     }
 
+    fn models(&self) -> Vec<String> {
+        vec!["alternate-model".to_owned()]
+    }
+
     fn set_mode(&self, _agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
         self.modes.lock().unwrap().push(mode_id.to_owned());
         Ok(())

@@ -72,6 +72,10 @@ impl Schemas {
                 "session/set_mode",
                 validator::<acp::SetSessionModeResponse>(),
             ),
+            (
+                "session/set_config_option",
+                validator::<acp::SetSessionConfigOptionResponse>(),
+            ),
         ]);
         Self {
             notifications,
@@ -322,6 +326,21 @@ async fn everything_the_bridge_sends_validates_against_the_acp_schema() {
         json!({"sessionId": session, "modeId": "read-only"}),
     );
     until(&mut wire, 3, &mut buffers, &mut outputs).await;
+    assert_eq!(
+        created["result"]["configOptions"][0]["id"], "model",
+        "{created}"
+    );
+    request(
+        &wire,
+        30,
+        "session/set_config_option",
+        json!({"sessionId": session, "configId": "model", "value": "alternate-model"}),
+    );
+    let switched = until(&mut wire, 30, &mut buffers, &mut outputs).await;
+    assert_eq!(
+        switched["result"]["configOptions"][0]["currentValue"], "alternate-model",
+        "{switched}"
+    );
     request(
         &wire,
         4,
