@@ -871,11 +871,22 @@ impl SessionHost {
             return Ok(());
         }
         let options = dsh_mcp::plugin_options(&self.inner.root, &self.inner.services);
-        dsh_mcp::mount_acp_servers(agent.scope(), &self.inner.services.tools, entries, &options)
-            .await
-            .map_err(|e| {
-                HostError::Invalid(format!("cannot start the session's MCP servers: {e}"))
-            })?;
+        let servers = dsh_mcp::mount_acp_servers(
+            agent.scope(),
+            &self.inner.services.tools,
+            entries,
+            &options,
+        )
+        .await
+        .map_err(|e| HostError::Invalid(format!("cannot start the session's MCP servers: {e}")))?;
+        // Their prompts become this session's own slash commands (the server scopes sit
+        // under the agent's).
+        if let Some(commands) = dsh_commands::CommandRegistry::of(&self.inner.root) {
+            for server in &servers.servers {
+                let task = dsh_mcp::register_prompt_commands(&commands, server);
+                server.scope().defer(move || task.abort());
+            }
+        }
         Ok(())
     }
 
