@@ -190,7 +190,7 @@ fn render_caps_the_whole_text_and_keeps_the_footer() {
 
 #[test]
 fn definition_is_concurrency_safe_with_the_fetch_timeout() {
-    let def = definition(Fetcher::new().unwrap()).unwrap();
+    let def = definition(Fetcher::new()).unwrap();
     assert!(def.is_concurrency_safe(&json!({"url": "http://x/"})));
     assert_eq!(def.timeout_ms(), Some(TIMEOUT_MS));
 }
@@ -204,4 +204,19 @@ async fn declared_length_over_the_byte_cap_fails() {
         text_of(&result.content),
         "Error: response exceeds the maximum of 5000000 bytes"
     );
+}
+
+#[tokio::test]
+async fn the_http_client_is_built_on_the_first_fetch_not_at_registration() {
+    let fetcher = Fetcher::new();
+    let def = definition(fetcher.clone()).unwrap();
+    drop(def);
+    assert!(
+        !fetcher.is_connected(),
+        "registration must not build the client"
+    );
+    let base = serve().await;
+    let fetched = fetcher.fetch(&format!("{base}/page.html")).await.unwrap();
+    assert_eq!(fetched.status, 200);
+    assert!(fetcher.is_connected());
 }
