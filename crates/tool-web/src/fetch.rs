@@ -145,8 +145,8 @@ impl Fetcher {
     }
 }
 
-fn build_client() -> Result<reqwest::Client, FetchError> {
-    let policy = Policy::custom(|attempt| {
+fn redirect_policy() -> Policy {
+    Policy::custom(|attempt| {
         let same_origin = attempt
             .previous()
             .first()
@@ -158,11 +158,20 @@ fn build_client() -> Result<reqwest::Client, FetchError> {
         } else {
             attempt.stop()
         }
-    });
-    reqwest::Client::builder()
-        .redirect(policy)
-        .user_agent(concat!("dsh-web-fetch/", env!("CARGO_PKG_VERSION")))
+    })
+}
+
+fn build_client() -> Result<reqwest::Client, FetchError> {
+    let builder = || {
+        reqwest::Client::builder()
+            .redirect(redirect_policy())
+            .user_agent(concat!("dsh-web-fetch/", env!("CARGO_PKG_VERSION")))
+    };
+    // Without any usable root certificate the default build fails; plain http:// must still
+    // work then, and an https:// fetch fails certificate verification with its own message.
+    builder()
         .build()
+        .or_else(|_| builder().tls_certs_only(Vec::new()).build())
         .map_err(|e| FetchError::Http(error_chain(&e)))
 }
 

@@ -220,3 +220,42 @@ async fn the_http_client_is_built_on_the_first_fetch_not_at_registration() {
     assert_eq!(fetched.status, 200);
     assert!(fetcher.is_connected());
 }
+
+/// Set in the child run of the test below.
+const NO_CERTS_CHILD: &str = "DSH_TEST_WEB_FETCH_NO_CERTS";
+
+#[tokio::test]
+async fn http_fetch_works_on_a_machine_without_ca_certificates() {
+    if std::env::var_os(NO_CERTS_CHILD).is_some() {
+        // The child: the certificate store points at nothing.
+        let base = serve().await;
+        let result = call(json!({"url": format!("{base}/page.html")})).await;
+        assert!(!result.is_error, "{:?}", result.content);
+        return;
+    }
+    let empty = tempfile_dir();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "tests::http_fetch_works_on_a_machine_without_ca_certificates",
+            "--nocapture",
+        ])
+        .env(NO_CERTS_CHILD, "1")
+        .env("SSL_CERT_FILE", empty.join("missing.pem"))
+        .env("SSL_CERT_DIR", &empty)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dsh-no-certs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
