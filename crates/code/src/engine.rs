@@ -272,8 +272,8 @@ fn worker_error(message: impl std::fmt::Display) -> EngineEnd {
 }
 
 fn run_engine(job: EngineJob) -> EngineEnd {
-    let script = match crate::strip::strip_program(&job.program, &job.params) {
-        Ok(script) => script,
+    let stripped = match crate::strip::strip_program(&job.program, &job.params) {
+        Ok(stripped) => stripped,
         Err(message) => return exception(message),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -283,7 +283,15 @@ fn run_engine(job: EngineJob) -> EngineEnd {
         Ok(runtime) => runtime,
         Err(error) => return worker_error(error),
     };
-    runtime.block_on(engine_main(job, script))
+    let lines = stripped.lines;
+    match runtime.block_on(engine_main(job, stripped.script)) {
+        // Stack traces name positions of the generated script: report the user's lines.
+        EngineEnd::Failed(mut error) if error.kind == CodeErrorKind::Exception => {
+            error.message = lines.remap(&error.message);
+            EngineEnd::Failed(error)
+        }
+        end => end,
+    }
 }
 
 async fn engine_main(job: EngineJob, script: String) -> EngineEnd {
@@ -303,11 +311,22 @@ async fn engine_main(job: EngineJob, script: String) -> EngineEnd {
     };
     let memory_bytes = job.memory_bytes;
     let run = ctx.async_with(async move |ctx| run_program(ctx, job, script).await);
-    let end = Metered {
-        inner: Box::pin(run),
-        state: state.clone(),
-    }
-    .await;
+    let end = {
+        let mut metered = Metered {
+            inner: Box::pin(run),
+            state: state.clone(),
+        };
+        std::future::poll_fn(|cx| {
+            let polled = Pin::new(&mut metered).poll(cx);
+            if polled.is_pending() && stalled(&rt) {
+                // The program waits, and no job, tool call or timer is left to wake it: it
+                // would hold the turn until the wall-clock ceiling for nothing.
+                state.stop(CodeErrorKind::Exception, STALLED);
+            }
+            polled
+        })
+        .await
+    };
     let end = match (state.reason(), end) {
         (Some(reason), _) => EngineEnd::Failed(reason),
         (None, EngineEnd::Failed(error)) if is_oom(&error) => worker_error(format!(
@@ -319,6 +338,17 @@ async fn engine_main(job: EngineJob, script: String) -> EngineEnd {
     drop(ctx);
     rt.run_gc().await;
     end
+}
+
+/// The message of a program that awaits what nothing can settle.
+pub(crate) const STALLED: &str = "the program is awaiting a promise that nothing can settle: no tool call, timer or other job is pending, so it could never continue";
+
+/// No JavaScript job is queued and no host future (tool call, timer) is in flight. Called
+/// right after the engine returned `Pending`, when its lock is free; a lock that is still
+/// held means work is under way.
+fn stalled(rt: &AsyncRuntime) -> bool {
+    use futures::FutureExt as _;
+    rt.is_job_pending().now_or_never() == Some(false)
 }
 
 fn is_oom(error: &CodeRunError) -> bool {
@@ -435,7 +465,7 @@ async fn run_program<'js>(ctx: Ctx<'js>, job: EngineJob, script: String) -> Engi
     let mut options = EvalOptions::default();
     options.global = true;
     options.strict = true;
-    options.filename = Some("program.js".to_owned());
+    options.filename = Some(crate::strip::SCRIPT_NAME.to_owned());
     let main: Function = match ctx.eval_with_options(script, options) {
         Ok(main) => main,
         Err(error) => return exception(caught(&ctx, &error, describe.as_ref())),

@@ -184,6 +184,20 @@
   const log = (...args) => { hostLog(format(args)); };
   const console = Object.freeze({ log, info: log, warn: log, error: log, debug: log });
 
+  // Reading a name the namespace does not have fails with the cause, instead of the engine's
+  // later "not a function". `then` stays undefined so that awaiting the namespace still works.
+  function guardUnknown(global, table, names) {
+    return new Proxy(table, {
+      get(target, prop, receiver) {
+        if (typeof prop === "string" && !(prop in target) && prop !== "then" && !(prop in ObjectProto)) {
+          const known = names.length ? names.join(", ") : "(none)";
+          throw new TypeError(global + "." + prop + " is not an available tool; " + global + " has: " + known);
+        }
+        return Reflect.get(target, prop, receiver);
+      },
+    });
+  }
+
   const params = [];
   const classes = [];
   namespaces.forEach((ns, index) => {
@@ -217,7 +231,7 @@
       };
       Object.defineProperty(table, name, { value: binding, enumerable: true });
     }
-    params.push(Object.freeze(table));
+    params.push(guardUnknown(ns.global, Object.freeze(table), ns.names));
   });
 
   async function run(main) {

@@ -1,10 +1,12 @@
 //! TypeScript type-stripping (erasable syntax only) of a program wrapped as an async function.
 
 use std::path::Path;
+use std::path::PathBuf;
 
 use oxc_allocator::Allocator;
 use oxc_ast::AstKind;
 use oxc_codegen::Codegen;
+use oxc_codegen::CodegenOptions;
 use oxc_parser::Parser;
 use oxc_semantic::SemanticBuilder;
 use oxc_span::SourceType;
@@ -14,10 +16,95 @@ use oxc_transformer::Transformer;
 /// The wrapper's name; reserved so no binding can collide with it.
 pub(crate) const PROGRAM_FN: &str = "__dsh_main__";
 
+/// The file name the engine reports in stack traces; [`LineMap::remap`] rewrites its positions
+/// to the user's program.
+pub(crate) const SCRIPT_NAME: &str = "program.js";
+/// What a remapped position names: the model's own program.
+const PROGRAM_NAME: &str = "program.ts";
+
+/// The stripped script and the way back from its positions to the user's program.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stripped {
+    pub script: String,
+    pub lines: LineMap,
+}
+
+/// Generated position → user position, from the code generator's source map. Generated lines
+/// count from the script's first line; user lines from the program's first line.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LineMap {
+    /// `(generated line, generated column, user line, user column)`, all 0-based, sorted.
+    tokens: Vec<(u32, u32, u32, u32)>,
+}
+
+/// Lines the script has before the generated code (`"use strict";`).
+const SCRIPT_PREAMBLE_LINES: u32 = 1;
+/// Lines the wrapper puts before the user's program (the `async function` header).
+const WRAPPER_LINES: u32 = 1;
+
+impl LineMap {
+    /// The user position (1-based line and column) of a 1-based position in the script.
+    pub fn original(&self, line: u32, column: u32) -> Option<(u32, u32)> {
+        let line = line.checked_sub(1 + SCRIPT_PREAMBLE_LINES)?;
+        let column = column.saturating_sub(1);
+        let at = self
+            .tokens
+            .partition_point(|&(l, c, _, _)| (l, c) <= (line, column));
+        let &(_, _, user_line, user_column) = self.tokens.get(at.checked_sub(1)?)?;
+        let user_line = user_line.checked_sub(WRAPPER_LINES)?;
+        Some((user_line + 1, user_column + 1))
+    }
+
+    /// Rewrites every `program.js:LINE:COL` (or `program.js:LINE`) in `text` to the user's
+    /// program (`program.ts:LINE:COL`); positions that map nowhere are left alone.
+    pub fn remap(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(SCRIPT_NAME) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + SCRIPT_NAME.len()..];
+            let (line, line_len) = number_after_colon(after);
+            let (column, column_len) = number_after_colon(&after[line_len..]);
+            match line.and_then(|l| self.original(l, column.unwrap_or(1))) {
+                Some((user_line, user_column)) => {
+                    out.push_str(PROGRAM_NAME);
+                    out.push_str(&format!(":{user_line}"));
+                    if column.is_some() {
+                        out.push_str(&format!(":{user_column}"));
+                    }
+                    rest = &after[line_len + column_len..];
+                }
+                None => {
+                    out.push_str(SCRIPT_NAME);
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// `:123` at the start of `text`: the number and the length consumed.
+fn number_after_colon(text: &str) -> (Option<u32>, usize) {
+    let Some(digits) = text.strip_prefix(':') else {
+        return (None, 0);
+    };
+    let len = digits.bytes().take_while(u8::is_ascii_digit).count();
+    match digits[..len].parse() {
+        Ok(n) if len > 0 => (Some(n), len + 1),
+        _ => (None, 0),
+    }
+}
+
+/// Why an `import` cannot work in a program (model-facing).
+const IMPORT_REFUSED: &str = "SyntaxError: `import` is not available in Code Mode: the program is the body of one async function with no module loader. Call tools through the `tools` object (for example `await tools.read({...})`) instead of importing modules";
+
 /// Wraps `program` as `async function __dsh_main__(<params>) { … }`, strips its types and
+/// lowers TypeScript-only runtime syntax (`enum`, constructor parameter properties), and
 /// returns plain JavaScript that evaluates (as a strict script) to that function.
 /// `Err` carries the model-facing reason (`kind: exception`).
-pub(crate) fn strip_program(program: &str, params: &[String]) -> Result<String, String> {
+pub(crate) fn strip_program(program: &str, params: &[String]) -> Result<Stripped, String> {
     // The transformer asserts on inputs it does not expect; a program must never crash the host.
     std::panic::catch_unwind(|| strip(program, params))
         .unwrap_or_else(|_| Err("SyntaxError: the program could not be type-stripped".to_owned()))
@@ -45,7 +132,22 @@ fn nesting(program: &str) -> usize {
     max
 }
 
-fn strip(program: &str, params: &[String]) -> Result<String, String> {
+/// Whether the program uses a static `import` declaration (parsed as a module on its own,
+/// since inside the wrapper function it is only a confusing syntax error).
+fn has_static_import(program: &str) -> bool {
+    if !program.contains("import") {
+        return false;
+    }
+    let allocator = Allocator::default();
+    let parsed = Parser::new(&allocator, program, SourceType::ts()).parse();
+    parsed
+        .program
+        .body
+        .iter()
+        .any(|statement| matches!(statement, oxc_ast::ast::Statement::ImportDeclaration(_)))
+}
+
+fn strip(program: &str, params: &[String]) -> Result<Stripped, String> {
     if nesting(program) > MAX_NESTING {
         return Err(format!(
             "SyntaxError: the program nests deeper than {MAX_NESTING} levels"
@@ -57,6 +159,9 @@ fn strip(program: &str, params: &[String]) -> Result<String, String> {
     );
     let allocator = Allocator::default();
     let parsed = Parser::new(&allocator, &source, SourceType::ts()).parse();
+    if (parsed.panicked || !parsed.diagnostics.is_empty()) && has_static_import(program) {
+        return Err(IMPORT_REFUSED.to_owned());
+    }
     if parsed.panicked || !parsed.diagnostics.is_empty() {
         let reasons: Vec<String> = parsed
             .diagnostics
@@ -80,26 +185,33 @@ fn strip(program: &str, params: &[String]) -> Result<String, String> {
         .with_check_syntax_error(true)
         .with_enum_eval(true)
         .build(&ast);
-    if let Some(error) = semantic.diagnostics.first() {
-        return Err(format!("SyntaxError: {}", error.message));
-    }
+    let diagnostics = semantic.diagnostics;
     let semantic = semantic.semantic;
     for node in semantic.nodes().iter() {
+        // `enum` and parameter properties are lowered by the transformer below; these have
+        // no meaning inside one function body.
         let refused = match node.kind() {
-            AstKind::TSEnumDeclaration(e) if !e.declare => Some("enum declarations"),
-            AstKind::TSNamespaceDeclaration(n) if !n.declare => Some("namespaces"),
-            AstKind::TSImportEqualsDeclaration(_) => Some("`import =` declarations"),
-            AstKind::TSExportAssignment(_) => Some("`export =` assignments"),
-            AstKind::FormalParameter(p) if p.accessibility.is_some() || p.readonly => {
-                Some("parameter properties")
+            AstKind::ImportExpression(_) | AstKind::ImportDeclaration(_) => {
+                return Err(IMPORT_REFUSED.to_owned());
+            }
+            AstKind::TSNamespaceDeclaration(n) if !n.declare => Some(
+                "namespaces are not supported inside a Code Mode program (use a plain object instead)",
+            ),
+            AstKind::TSImportEqualsDeclaration(_) => {
+                Some("`import =` declarations are not supported (there is no module loader)")
+            }
+            AstKind::TSExportAssignment(_) => {
+                Some("`export =` assignments are not supported (the program is not a module)")
             }
             _ => None,
         };
         if let Some(what) = refused {
-            return Err(format!(
-                "SyntaxError: TypeScript {what} are not erasable syntax; only type annotations can be stripped"
-            ));
+            return Err(format!("SyntaxError: TypeScript {what}"));
         }
+    }
+    // Our refusals name the cause better than the checker's generic messages, so they go first.
+    if let Some(error) = diagnostics.first() {
+        return Err(format!("SyntaxError: {}", error.message));
     }
     let scoping = semantic.into_scoping();
     let options = TransformOptions::default();
@@ -108,8 +220,33 @@ fn strip(program: &str, params: &[String]) -> Result<String, String> {
     if let Some(error) = stripped.diagnostics.first() {
         return Err(format!("SyntaxError: {}", error.message));
     }
-    let code = Codegen::new().build(&ast).code;
-    Ok(format!("\"use strict\";\n{code}\n{PROGRAM_FN}"))
+    let generated = Codegen::new()
+        .with_options(CodegenOptions {
+            source_map_path: Some(PathBuf::from(PROGRAM_NAME)),
+            ..CodegenOptions::default()
+        })
+        .build(&ast);
+    let mut tokens: Vec<(u32, u32, u32, u32)> = generated
+        .map
+        .as_ref()
+        .map(|map| {
+            map.get_tokens()
+                .map(|t| {
+                    (
+                        t.get_dst_line(),
+                        t.get_dst_col(),
+                        t.get_src_line(),
+                        t.get_src_col(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    tokens.sort_unstable();
+    Ok(Stripped {
+        script: format!("\"use strict\";\n{}\n{PROGRAM_FN}", generated.code),
+        lines: LineMap { tokens },
+    })
 }
 
 #[cfg(test)]
@@ -126,7 +263,8 @@ mod tests {
             "interface A { x: number }\nconst a: A = { x: 1 } as A;\nreturn a.x satisfies number;",
             &params(),
         )
-        .unwrap();
+        .unwrap()
+        .script;
         assert!(
             js.contains("async function __dsh_main__(tools, console)"),
             "{js}"
@@ -136,16 +274,75 @@ mod tests {
     }
 
     #[test]
-    fn enums_namespaces_and_parameter_properties_are_refused() {
+    fn enums_and_parameter_properties_are_lowered_namespaces_refused() {
+        let js = strip_program("enum E { A, B = 5 }\nreturn E.B;", &params())
+            .unwrap()
+            .script;
+        assert!(!js.contains("enum "), "{js}");
+        let js = strip_program(
+            "class C { constructor(private x: number, readonly y = 2) {} }\nreturn new C(1);",
+            &params(),
+        )
+        .unwrap()
+        .script;
+        assert!(js.contains("this.x = x"), "{js}");
+        let error = strip_program("namespace N { export const x = 1 }", &params()).unwrap_err();
+        assert!(
+            error.starts_with("SyntaxError: TypeScript namespaces are not supported"),
+            "{error}"
+        );
+        assert!(strip_program("declare enum E { A }\nreturn 1", &params()).is_ok());
+    }
+
+    #[test]
+    fn imports_are_refused_with_the_reason() {
         for program in [
-            "enum E { A }",
-            "namespace N { export const x = 1 }",
-            "class C { constructor(private x: number) {} }",
+            "import fs from 'fs';\nreturn 1;",
+            "import { x } from './y';",
+            "const m = await import('fs');",
         ] {
             let error = strip_program(program, &params()).unwrap_err();
-            assert!(error.starts_with("SyntaxError: "), "{program}: {error}");
+            assert!(
+                error.starts_with("SyntaxError: `import` is not available in Code Mode"),
+                "{program}: {error}"
+            );
         }
-        assert!(strip_program("declare enum E { A }\nreturn 1", &params()).is_ok());
+        // The word alone is fine.
+        assert!(strip_program("const important = 1; return important;", &params()).is_ok());
+    }
+
+    #[test]
+    fn generated_positions_map_back_to_the_users_lines() {
+        let stripped = strip_program(
+            "// a comment line\n\n\nconst a = 1;   const b = 2;\n\n  missing();\n",
+            &params(),
+        )
+        .unwrap();
+        let script_line = stripped
+            .script
+            .lines()
+            .position(|l| l.contains("missing()"))
+            .unwrap() as u32
+            + 1;
+        let column = stripped
+            .script
+            .lines()
+            .nth(script_line as usize - 1)
+            .unwrap()
+            .find("missing")
+            .unwrap() as u32
+            + 1;
+        assert_eq!(stripped.lines.original(script_line, column), Some((6, 3)));
+        assert_eq!(
+            stripped.lines.remap(&format!(
+                "    at __dsh_main__ (program.js:{script_line}:{column})"
+            )),
+            "    at __dsh_main__ (program.ts:6:3)"
+        );
+        assert_eq!(
+            stripped.lines.remap("no position program.js here"),
+            "no position program.js here"
+        );
     }
 
     #[test]

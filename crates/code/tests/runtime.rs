@@ -171,8 +171,13 @@ async fn failure_kinds() {
     assert_eq!(kind(&syntax).unwrap().0, CodeErrorKind::Exception);
     assert!(kind(&syntax).unwrap().1.starts_with("SyntaxError"));
 
-    let enumerated = run("enum E { A }").await;
-    assert!(kind(&enumerated).unwrap().1.contains("not erasable"));
+    let namespaced = run("namespace N { export const x = 1 }").await;
+    assert!(
+        kind(&namespaced)
+            .unwrap()
+            .1
+            .starts_with("SyntaxError: TypeScript namespaces are not supported")
+    );
 
     let invalid = run("return new Date(0);").await;
     assert_eq!(
@@ -213,13 +218,93 @@ async fn the_wall_clock_ceiling_ends_an_idle_program() {
         max_wall_ms: 300,
         ..QuickJsConfig::default()
     };
-    let result = run_with(config, "await new Promise(() => {});", None).await;
+    // A pending timer keeps the program alive (not stalled) until the ceiling.
+    let result = run_with(
+        config,
+        "await new Promise((resolve) => setTimeout(resolve, 60000));",
+        None,
+    )
+    .await;
     assert_eq!(
         kind(&result),
         Some((
             CodeErrorKind::Timeout,
             "wall-clock ceiling reached (300ms)".into()
         ))
+    );
+}
+
+#[tokio::test]
+async fn an_await_nothing_can_settle_fails_at_once() {
+    let started = Instant::now();
+    for program in [
+        "await new Promise(() => {});",
+        "console.log('a'); await tools.echo({}); await new Promise(() => {});",
+        "const p = new Promise((r) => setTimeout(() => {}, 10)); await p;",
+    ] {
+        let result = run(program).await;
+        let (k, m) = kind(&result).unwrap();
+        assert_eq!(k, CodeErrorKind::Exception, "{program}");
+        assert!(
+            m.starts_with("the program is awaiting a promise that nothing can settle"),
+            "{program}: {m}"
+        );
+    }
+    // Ten minutes is the default ceiling: at once means well under it.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Work that settles later is not a stall.
+    let waited = run("await new Promise((r) => setTimeout(r, 50)); return 'done';").await;
+    assert_eq!(waited.value, Some(json!("done")));
+}
+
+#[tokio::test]
+async fn typescript_enums_and_parameter_properties_run() {
+    let result = run(
+        "enum Color { Red, Green = 5, Blue }\nclass P { constructor(public x: number, private readonly y: string = 'y') {} get both() { return this.x + this.y; } }\nreturn [Color.Green, Color.Blue, Color[5], new P(1).both];",
+    )
+    .await;
+    assert_eq!(result.error, None);
+    assert_eq!(result.value, Some(json!([5, 6, "Green", "1y"])));
+}
+
+#[tokio::test]
+async fn errors_name_the_users_line() {
+    let result = run("const a = 1;\n\n// note\nconst b = a + 1;\nnotDefined(b);\n").await;
+    let (k, m) = kind(&result).unwrap();
+    assert_eq!(k, CodeErrorKind::Exception);
+    assert!(m.starts_with("ReferenceError"), "{m}");
+    assert!(m.contains("program.ts:5:"), "{m}");
+    let thrown = run("\n\nthrow new Error('boom');").await;
+    assert!(
+        kind(&thrown).unwrap().1.contains("program.ts:3:"),
+        "{:?}",
+        kind(&thrown)
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_tool_and_an_import_say_what_is_wrong() {
+    let unknown = run("await tools.nope({});").await;
+    let (k, m) = kind(&unknown).unwrap();
+    assert_eq!(k, CodeErrorKind::Exception);
+    assert!(
+        m.starts_with(
+            "TypeError: tools.nope is not an available tool; tools has: echo, fail, __proto__"
+        ),
+        "{m}"
+    );
+    // Known names, awaiting the namespace, and Object.prototype names still work.
+    let ok =
+        run("const t = await tools; return [typeof tools.echo, 'echo' in tools, typeof t];").await;
+    assert_eq!(ok.value, Some(json!(["function", true, "object"])));
+    let imported = run("import fs from 'fs';\nreturn fs;").await;
+    assert!(
+        kind(&imported)
+            .unwrap()
+            .1
+            .starts_with("SyntaxError: `import` is not available in Code Mode"),
+        "{:?}",
+        kind(&imported)
     );
 }
 
@@ -270,7 +355,8 @@ async fn output_beyond_the_ledger_fails_keeping_the_prefix() {
 async fn abort_interrupts_busy_and_idle_programs() {
     for program in [
         "for (;;) {}",
-        "await new Promise(() => {})",
+        // Idle on a timer (an await nothing can settle now fails at once on its own).
+        "await new Promise((resolve) => setTimeout(resolve, 60000))",
         "await tools.echo({}); for (;;) {}",
     ] {
         let signal = CancellationToken::new();

@@ -1,7 +1,8 @@
 //! `glob`: files whose paths match a glob, oldest first, with over-cap sampling across
 //! top-level entries and a spilled full list (catalog §2.4).
 
-use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use dsh_protocol::ContentBlock;
@@ -22,6 +23,7 @@ use crate::error::FsError;
 use crate::exec::blocking_or;
 use crate::search;
 use crate::search::SearchRoot;
+use crate::search::Visit;
 use crate::spill::SpillSaved;
 
 pub const NAME: &str = "glob";
@@ -43,6 +45,9 @@ pub struct GlobArgs {
 pub struct GlobOutput {
     pub root: String,
     pub paths: Vec<String>,
+    /// `path: reason` of each entry the walk could not read and skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 /// Render-time configuration (`globMaxResults`, `sampleOverCapGlobResults`).
@@ -91,10 +96,11 @@ pub async fn run(
         &cancel,
         || search::aborted(NAME),
         move || {
-            let paths = collect(&root, &policy, &pattern, &token)?;
+            let (paths, skipped) = collect(&root, &policy, &pattern, &token)?;
             Ok(GlobOutput {
                 root: root.display_root(),
                 paths,
+                skipped,
             })
         },
     )
@@ -122,7 +128,7 @@ fn collect(
     policy: &crate::policy::FilePolicy,
     pattern: &str,
     cancel: &CancellationToken,
-) -> Result<Vec<String>, FsError> {
+) -> Result<(Vec<String>, Vec<String>), FsError> {
     let mut overrides = OverrideBuilder::new(&root.cwd);
     overrides
         .add(pattern)
@@ -138,39 +144,37 @@ fn collect(
         .build()
         .map_err(|err| search::invalid_pattern(NAME, &err.to_string()))?;
     let (filter_root, filter_policy) = (root.clone(), policy.clone());
-    let walker = WalkBuilder::new(&root.abs)
+    let mut walker = WalkBuilder::new(&root.abs);
+    walker
         .standard_filters(false)
         .hidden(false)
         .overrides(overrides)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(move |entry| !filter_root.refused(&filter_policy, entry.path()))
-        .build();
-    let mut hits = Vec::new();
-    let mut raw_bytes = 0usize;
-    for entry in walker {
-        if cancel.is_cancelled() {
-            return Err(search::aborted(NAME));
+        .filter_entry(move |entry| !filter_root.refused(&filter_policy, entry.path()));
+    let raw_bytes = AtomicUsize::new(0);
+    let walked = search::walk_parallel(&walker, root, cancel, NAME, || {
+        let raw_bytes = &raw_bytes;
+        move |entry: &ignore::DirEntry| {
+            let display = root.display(entry.path());
+            let total =
+                raw_bytes.fetch_add(display.len() + 1, Ordering::Relaxed) + display.len() + 1;
+            if total > search::RAW_OUTPUT_MAX_BYTES {
+                return Visit::Fail(search::overflow(NAME, total));
+            }
+            let mtime = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            Visit::Hit((display, mtime))
         }
-        let entry = entry.map_err(|err| search::walk_failed(NAME, &err))?;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let path: PathBuf = entry.path().to_path_buf();
-        let display = root.display(&path);
-        raw_bytes += display.len() + 1;
-        if raw_bytes > search::RAW_OUTPUT_MAX_BYTES {
-            return Err(search::overflow(NAME, raw_bytes));
-        }
-        let mtime = entry
-            .metadata()
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        hits.push((display, mtime));
-    }
-    // `--sort=modified`: ascending mtime; the name-sorted walk breaks ties.
+    })?;
+    let mut hits: Vec<(String, SystemTime)> = walked.hits.into_iter().map(|(_, hit)| hit).collect();
+    // `--sort=modified`: ascending mtime; the path-sorted walk order breaks ties (stable sort).
     hits.sort_by_key(|(_, mtime)| *mtime);
-    Ok(hits.into_iter().map(|(display, _)| display).collect())
+    Ok((
+        hits.into_iter().map(|(display, _)| display).collect(),
+        walked.skipped,
+    ))
 }
 
 /// The top-level entry of a displayed path: its first segment below the displayed root.
@@ -253,7 +257,8 @@ pub fn render_with(
     out: &GlobOutput,
     spill: Option<&SpillSaved>,
 ) -> Vec<ContentBlock> {
-    vec![ContentBlock::text(render_text(config, out, spill))]
+    let note = search::skipped_note(&out.skipped);
+    vec![ContentBlock::text(render_text(config, out, spill) + &note)]
 }
 
 fn render_text(config: &GlobConfig, out: &GlobOutput, spill: Option<&SpillSaved>) -> String {

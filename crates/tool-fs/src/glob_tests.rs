@@ -230,6 +230,7 @@ fn meta_is_byte_bounded() {
     let out = GlobOutput {
         root: ".".into(),
         paths: (0..50).map(|n| format!("{n:0>100}")).collect(),
+        skipped: Vec::new(),
     };
     let meta = presentation_meta_with(&GlobConfig::default(), &out, 1000);
     assert!(serde_json::to_string(&meta).unwrap().len() <= 1000);
@@ -244,4 +245,52 @@ fn top_level_entries_from_display_paths() {
     assert_eq!(top_level(".", "src/a.ts"), "src");
     assert_eq!(top_level(".", "./src/a.ts"), "src");
     assert_eq!(top_level("/abs/x", "/abs/x/y/z"), "y");
+}
+
+#[tokio::test]
+async fn an_unreadable_folder_is_skipped_and_named_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    make(dir.path(), &["b.txt", "a.txt"]);
+    let unreadable = crate::search::fixtures::unreadable_tree(dir.path());
+    let ctx = ctx(dir.path(), 100, true);
+    let out = run(&args("**/*.txt", None), &ctx, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(out.paths, ["b.txt", "a.txt"]);
+    assert_eq!(out.skipped.len(), 1, "{:?}", out.skipped);
+    assert!(out.skipped[0].starts_with(&format!("{unreadable}: ")));
+    let shown = text(&ctx, &args("**/*.txt", None)).await;
+    assert!(
+        shown.starts_with("b.txt\na.txt\n\n(Skipped 1 unreadable path: deep/ddd"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn equal_modification_times_keep_the_path_order_of_the_parallel_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..200)
+        .map(|i| format!("p{}/q{}/f{i:03}.rs", i % 5, i % 4))
+        .collect();
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000);
+    for name in &names {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "x").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    let mut expected = names.clone();
+    expected.sort_by(|a, b| std::path::Path::new(a).cmp(std::path::Path::new(b)));
+    let ctx = ctx(dir.path(), 1_000, false);
+    for _ in 0..5 {
+        let out = run(&args("*.rs", None), &ctx, CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.paths, expected);
+    }
 }

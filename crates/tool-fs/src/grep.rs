@@ -1,6 +1,9 @@
 //! `grep`: ripgrep-regex search over file contents, grouped by file, capped inline with the
 //! full match list spilled (catalog §2.4). Respects ignore and hidden rules like `rg`.
 
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
+
 use dsh_protocol::ContentBlock;
 use dsh_tools::SearchFile;
 use dsh_tools::SearchView;
@@ -24,6 +27,7 @@ use crate::error::FsError;
 use crate::exec::blocking_or;
 use crate::search;
 use crate::search::SearchRoot;
+use crate::search::Visit;
 use crate::spill::SpillSaved;
 use crate::text::truncate_bytes;
 
@@ -47,6 +51,9 @@ pub struct GrepArgs {
 pub struct GrepOutput {
     pub files: Vec<GrepFile>,
     pub total: u64,
+    /// `path: reason` of each entry the walk could not read and skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -120,7 +127,7 @@ pub async fn run(
         &cancel,
         || search::aborted(NAME),
         move || {
-            let files = collect(
+            let (files, skipped) = collect(
                 &root,
                 &policy,
                 &matcher,
@@ -129,7 +136,11 @@ pub async fn run(
                 &token,
             )?;
             let total = files.iter().map(|f| f.matches.len() as u64).sum();
-            Ok(GrepOutput { files, total })
+            Ok(GrepOutput {
+                files,
+                total,
+                skipped,
+            })
         },
     )
     .await
@@ -163,9 +174,8 @@ fn collect(
     include: Option<&str>,
     max_line_bytes: usize,
     cancel: &CancellationToken,
-) -> Result<Vec<GrepFile>, FsError> {
+) -> Result<(Vec<GrepFile>, Vec<String>), FsError> {
     let mut walker = WalkBuilder::new(&root.abs);
-    walker.sort_by_file_name(|a, b| a.cmp(b));
     {
         let (root, policy) = (root.clone(), policy.clone());
         walker.filter_entry(move |entry| !root.refused(&policy, entry.path()));
@@ -182,48 +192,53 @@ fn collect(
         );
     }
     let root_is_file = root.abs.is_file();
-    let mut searcher = SearcherBuilder::new()
+    let searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(if root_is_file {
             BinaryDetection::convert(0)
         } else {
             BinaryDetection::quit(0)
         })
-        .build();
-    let mut files = Vec::new();
-    let mut raw_bytes = 0usize;
-    for entry in walker.build() {
-        if cancel.is_cancelled() {
-            return Err(search::aborted(NAME));
-        }
-        let entry = entry.map_err(|err| search::walk_failed(NAME, &err))?;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let mut matches = Vec::new();
-        let sink = Bytes(|line_number, bytes| {
-            raw_bytes += bytes.len();
-            matches.push(GrepMatch {
-                line_number,
-                line: preview(bytes, max_line_bytes),
+        .clone();
+    let raw_bytes = AtomicUsize::new(0);
+    let walked = search::walk_parallel(&walker, root, cancel, NAME, || {
+        let mut searcher = searcher.build();
+        let raw_bytes = &raw_bytes;
+        move |entry: &ignore::DirEntry| {
+            let mut matches = Vec::new();
+            let mut file_bytes = 0usize;
+            let sink = Bytes(|line_number, bytes| {
+                file_bytes += bytes.len();
+                matches.push(GrepMatch {
+                    line_number,
+                    line: preview(bytes, max_line_bytes),
+                });
+                Ok(file_bytes <= search::RAW_OUTPUT_MAX_BYTES)
             });
-            Ok(raw_bytes <= search::RAW_OUTPUT_MAX_BYTES)
-        });
-        if let Err(err) = searcher.search_path(matcher, entry.path(), sink) {
-            tracing::debug!(path = %entry.path().display(), error = %err, "grep skipped unreadable file");
-            continue;
+            if let Err(err) = searcher.search_path(matcher, entry.path(), sink) {
+                tracing::debug!(path = %entry.path().display(), error = %err, "grep skipped unreadable file");
+                return Visit::Skip;
+            }
+            let total = raw_bytes.fetch_add(file_bytes, Ordering::Relaxed) + file_bytes;
+            if total > search::RAW_OUTPUT_MAX_BYTES {
+                return Visit::Fail(search::overflow(NAME, total));
+            }
+            if matches.is_empty() {
+                Visit::Skip
+            } else {
+                Visit::Hit(matches)
+            }
         }
-        if raw_bytes > search::RAW_OUTPUT_MAX_BYTES {
-            return Err(search::overflow(NAME, raw_bytes));
-        }
-        if !matches.is_empty() {
-            files.push(GrepFile {
-                path: root.display(entry.path()),
-                matches,
-            });
-        }
-    }
-    Ok(files)
+    })?;
+    let files = walked
+        .hits
+        .into_iter()
+        .map(|(path, matches)| GrepFile {
+            path: root.display(&path),
+            matches,
+        })
+        .collect();
+    Ok((files, walked.skipped))
 }
 
 /// Strips the line terminator, marks non-UTF-8 lines, caps the preview UTF-8-safely.
@@ -310,7 +325,9 @@ pub fn render_with(
     } else {
         full_text(&out.files, total)
     };
-    vec![ContentBlock::text(text)]
+    vec![ContentBlock::text(
+        text + &search::skipped_note(&out.skipped),
+    )]
 }
 
 /// `{shape:'matches', files, truncated, total}` over the kept matches, byte-bounded.

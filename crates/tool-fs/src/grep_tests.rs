@@ -187,3 +187,44 @@ fn cards() {
         serde_json::json!({"card":"search","shape":"matches","files":[{"path":"a","matches":[{"lineNumber":1,"line":"x"}]}],"truncated":false,"total":1})
     );
 }
+
+#[tokio::test]
+async fn an_unreadable_folder_is_skipped_and_named_not_fatal() {
+    let (dir, ctx) = setup(&[("a.txt", b"needle one\n"), ("z/b.txt", b"needle two\n")]);
+    let unreadable = crate::search::fixtures::unreadable_tree(dir.path());
+    let out = run(&args("needle", None, None), &ctx, CancellationToken::new())
+        .await
+        .unwrap();
+    let paths: Vec<&str> = out.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["a.txt", "z/b.txt"]);
+    assert_eq!(out.skipped.len(), 1, "{:?}", out.skipped);
+    assert!(
+        out.skipped[0].starts_with(&format!("{unreadable}: ")),
+        "{:?}",
+        out.skipped
+    );
+    let shown = text(&ctx, &args("needle", None, None)).await.unwrap();
+    assert!(
+        shown.starts_with("Found 2 matches\n\na.txt\nLine 1: needle one\n\nz/b.txt\nLine 1: needle two\n\n(Skipped 1 unreadable path: deep/"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn the_parallel_walk_reports_files_in_path_order_every_time() {
+    let names: Vec<String> = (0..300)
+        .map(|i| format!("d{}/s{}/f{i:03}.txt", i % 7, i % 3))
+        .collect();
+    let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b"hit\n"[..])).collect();
+    let (_dir, ctx) = setup(&files);
+    let mut expected = names.clone();
+    expected.sort_by(|a, b| std::path::Path::new(a).cmp(std::path::Path::new(b)));
+    for _ in 0..5 {
+        let out = run(&args("hit", None, None), &ctx, CancellationToken::new())
+            .await
+            .unwrap();
+        let paths: Vec<&str> = out.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, expected);
+        assert!(out.skipped.is_empty());
+    }
+}

@@ -3,6 +3,13 @@
 
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use ignore::DirEntry;
+use ignore::WalkBuilder;
+use ignore::WalkState;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::FsError;
 use crate::error::codes;
@@ -136,11 +143,125 @@ pub(crate) fn overflow(tool: &str, bytes: usize) -> FsError {
     )
 }
 
-pub(crate) fn walk_failed(tool: &str, err: &ignore::Error) -> FsError {
-    FsError::coded(
-        codes::SEARCH_FAILED,
-        format!("{tool} search failed (exit 2): rg: {err}"),
-    )
+/// How many skipped paths a result names before it only counts the rest.
+const SKIPPED_NAMED: usize = 5;
+
+/// `path: reason` of an entry the walk could not read (an unreadable folder, a vanished file).
+fn skipped_entry(root: &SearchRoot, err: &ignore::Error) -> String {
+    match err {
+        ignore::Error::WithPath { path, err } => format!("{}: {err}", root.display(path)),
+        ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => {
+            skipped_entry(root, err)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The note a result ends with when the walk skipped entries; empty when it skipped none.
+pub(crate) fn skipped_note(skipped: &[String]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    let count = skipped.len();
+    let noun = if count == 1 { "path" } else { "paths" };
+    let mut named = skipped[..count.min(SKIPPED_NAMED)].join("; ");
+    if count > SKIPPED_NAMED {
+        named.push_str(&format!("; and {} more", count - SKIPPED_NAMED));
+    }
+    format!("\n\n(Skipped {count} unreadable {noun}: {named})")
+}
+
+/// What a parallel walk produced: the per-file results in walk order (depth first, names
+/// sorted: the order of ripgrep's `--sort path`), and the entries it could not read.
+pub(crate) struct Walked<T> {
+    pub hits: Vec<(PathBuf, T)>,
+    pub skipped: Vec<String>,
+}
+
+/// What the per-file visitor decided.
+pub(crate) enum Visit<T> {
+    /// Nothing to report for this file.
+    Skip,
+    Hit(T),
+    /// Stop the whole walk with this error (cancellation, an output cap).
+    Fail(FsError),
+}
+
+/// Walks `walker` on the `ignore` crate's parallel walker and calls `visit` for every file,
+/// from several threads. Output order does not depend on thread timing: hits are sorted by
+/// path at the end. Unreadable entries are skipped and named in [`Walked::skipped`], so one
+/// unreadable folder (say `/proc/1/fdinfo`) no longer fails the whole search.
+/// `make_visitor` builds one visitor per thread (each keeps its own searcher).
+pub(crate) fn walk_parallel<T, V>(
+    walker: &WalkBuilder,
+    root: &SearchRoot,
+    cancel: &CancellationToken,
+    tool: &str,
+    make_visitor: impl Fn() -> V + Sync,
+) -> Result<Walked<T>, FsError>
+where
+    T: Send,
+    V: FnMut(&DirEntry) -> Visit<T> + Send,
+{
+    let hits: Mutex<Vec<(PathBuf, T)>> = Mutex::new(Vec::new());
+    let skipped: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<FsError>> = Mutex::new(None);
+    let fail = |error: FsError| {
+        let mut slot = failure.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+        WalkState::Quit
+    };
+    walker.build_parallel().run(|| {
+        let mut visit = make_visitor();
+        let (hits, skipped, fail) = (&hits, &skipped, &fail);
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return fail(aborted(tool));
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(err) => {
+                    let key = match &err {
+                        ignore::Error::WithPath { path, .. } => path.display().to_string(),
+                        other => other.to_string(),
+                    };
+                    skipped
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((key, skipped_entry(root, &err)));
+                    return WalkState::Continue;
+                }
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            match visit(&entry) {
+                Visit::Skip => WalkState::Continue,
+                Visit::Hit(value) => {
+                    hits.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((entry.into_path(), value));
+                    WalkState::Continue
+                }
+                Visit::Fail(error) => fail(error),
+            }
+        })
+    });
+    if let Some(error) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(error);
+    }
+    let mut hits = hits.into_inner().unwrap_or_else(PoisonError::into_inner);
+    // `Path`'s order compares component by component: the name-sorted depth-first order.
+    hits.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut skipped = skipped.into_inner().unwrap_or_else(PoisonError::into_inner);
+    skipped.sort();
+    skipped.dedup();
+    Ok(Walked {
+        hits,
+        skipped: skipped.into_iter().map(|(_, shown)| shown).collect(),
+    })
 }
 
 /// Drops trailing items (keeping at least one) until `build(items, truncated)` serializes
@@ -158,4 +279,54 @@ pub(crate) fn bounded_meta<T: Clone>(
         meta = build(&items[..keep], true);
     }
     meta
+}
+
+/// Test fixtures shared by the grep and glob tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::path::Path;
+
+    use rustix::fs::Mode;
+    use rustix::fs::OFlags;
+
+    /// Builds `<base>/deep/<255 × 'd'>/…` past `PATH_MAX`, so the walk cannot open the
+    /// innermost folders by path — an unreadable folder even for root. Returns the displayed
+    /// path (relative to `base`) of the first folder the walk cannot read.
+    pub fn unreadable_tree(base: &Path) -> String {
+        let name = "d".repeat(255);
+        std::fs::create_dir(base.join("deep")).unwrap();
+        let mut dir = rustix::fs::open(
+            base.join("deep"),
+            OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        let mut shown = "deep".to_owned();
+        let mut first_unreadable = None;
+        let base_len = base.as_os_str().len();
+        for _ in 0..20 {
+            rustix::fs::mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+            dir = rustix::fs::openat(
+                &dir,
+                name.as_str(),
+                OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .unwrap();
+            shown.push('/');
+            shown.push_str(&name);
+            if first_unreadable.is_none() && base_len + 1 + shown.len() >= 4096 {
+                first_unreadable = Some(shown.clone());
+            }
+        }
+        let file = rustix::fs::openat(
+            &dir,
+            "hidden.txt",
+            OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        rustix::io::write(&file, b"needle deep\n").unwrap();
+        first_unreadable.unwrap()
+    }
 }

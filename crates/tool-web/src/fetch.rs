@@ -1,9 +1,12 @@
 //! The default HTTP provider (`web-fetch-http`): one GET with same-origin redirects, a byte cap
 //! on the body stream, content-type dispatch and the decoded-text cap.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use reqwest::Url;
 use reqwest::redirect::Policy;
+use tokio::sync::OnceCell;
 
 use crate::markdown::html_to_markdown;
 
@@ -43,33 +46,35 @@ pub enum FetchError {
     Http(String),
 }
 
-/// A reusable fetcher (one connection pool).
-#[derive(Debug, Clone)]
+/// A reusable fetcher (one connection pool). The HTTP client is built on the first fetch, not
+/// at registration: building it loads the platform's root certificates (every file in
+/// `/etc/ssl/certs`), which `dsh tools` or a session that never fetches must not pay for, and
+/// must not fail on when the machine has no certificates at all.
+#[derive(Debug, Clone, Default)]
 pub struct Fetcher {
-    client: reqwest::Client,
+    client: Arc<OnceCell<reqwest::Client>>,
 }
 
 impl Fetcher {
-    pub fn new() -> Result<Self, FetchError> {
-        let policy = Policy::custom(|attempt| {
-            let same_origin = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| first.origin() == attempt.url().origin());
-            if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error("too many redirects")
-            } else if same_origin {
-                attempt.follow()
-            } else {
-                attempt.stop()
-            }
-        });
-        let client = reqwest::Client::builder()
-            .redirect(policy)
-            .user_agent(concat!("dsh-web-fetch/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| FetchError::Http(e.to_string()))?;
-        Ok(Self { client })
+    /// A fetcher whose client is not built yet (cheap; does no I/O).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether the HTTP client has been built (it is, from the first fetch on).
+    pub fn is_connected(&self) -> bool {
+        self.client.initialized()
+    }
+
+    async fn client(&self) -> Result<&reqwest::Client, FetchError> {
+        self.client
+            .get_or_try_init(|| async {
+                // Reading the certificate store is blocking file I/O: keep it off the workers.
+                tokio::task::spawn_blocking(build_client)
+                    .await
+                    .map_err(|e| FetchError::Http(e.to_string()))?
+            })
+            .await
     }
 
     /// Fetches `url` and decodes its body to text (Markdown for HTML).
@@ -84,7 +89,8 @@ impl Fetcher {
             return Err(FetchError::Scheme(parsed.scheme().to_owned()));
         }
         let response = self
-            .client
+            .client()
+            .await?
             .get(parsed)
             .send()
             .await
@@ -114,10 +120,14 @@ impl Fetcher {
             return Err(FetchError::TooLarge);
         }
         let (bytes, mut truncated) = read_capped(response).await?;
-        let raw = decode_body(&bytes, &content_type);
+        let raw = decode_body(&bytes, &content_type).into_owned();
+        drop(bytes);
         let text = match kind {
-            Kind::Html => html_to_markdown(&raw),
-            Kind::Text => raw.into_owned(),
+            // Up to MAX_BODY_BYTES of CPU-bound parsing: never on an async worker.
+            Kind::Html => tokio::task::spawn_blocking(move || html_to_markdown(&raw))
+                .await
+                .map_err(|e| FetchError::Http(format!("HTML conversion failed: {e}")))?,
+            Kind::Text => raw,
         };
         let text = match text.char_indices().nth(MAX_TEXT_CHARS) {
             Some((cut, _)) => {
@@ -133,6 +143,36 @@ impl Fetcher {
             truncated,
         })
     }
+}
+
+fn redirect_policy() -> Policy {
+    Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error("too many redirects")
+        } else if same_origin {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+fn build_client() -> Result<reqwest::Client, FetchError> {
+    let builder = || {
+        reqwest::Client::builder()
+            .redirect(redirect_policy())
+            .user_agent(concat!("dsh-web-fetch/", env!("CARGO_PKG_VERSION")))
+    };
+    // Without any usable root certificate the default build fails; plain http:// must still
+    // work then, and an https:// fetch fails certificate verification with its own message.
+    builder()
+        .build()
+        .or_else(|_| builder().tls_certs_only(Vec::new()).build())
+        .map_err(|e| FetchError::Http(error_chain(&e)))
 }
 
 enum Kind {

@@ -1,11 +1,11 @@
 //! `dsh-tool-web`: the `web_fetch` tool and its plugin ([`WebPlugin`], `[plugins.web]`).
 //!
 //! Owns: the tool's schema, result text, presentation meta and card; the default HTTP provider
-//! (reqwest, same-origin redirects, size caps); and an HTML → Markdown converter that follows
-//! turndown's defaults plus GFM tables, because the converted text is model-facing.
+//! (reqwest, built on first use, same-origin redirects, size caps); and an HTML → Markdown
+//! converter (html5ever's WHATWG parser, bounded in depth, then our own linear Markdown pass)
+//! that follows turndown's defaults plus GFM tables, because the converted text is model-facing.
 //! Must not depend on: other capability crates, the host, a front-end.
 
-mod entities;
 mod fetch;
 mod html;
 mod markdown;
@@ -168,13 +168,12 @@ pub enum WebRegisterError {
     Define(#[from] DefineError),
     #[error(transparent)]
     Register(#[from] RegisterError),
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
 }
 
-/// Registers `web_fetch` in `scope`'s layer with the default HTTP provider.
+/// Registers `web_fetch` in `scope`'s layer with the default HTTP provider (whose client is
+/// built on the first call).
 pub fn register(registry: &ToolRegistry, scope: &Scope) -> Result<Disposer, WebRegisterError> {
-    Ok(registry.register(scope, definition(Fetcher::new()?)?)?)
+    Ok(registry.register(scope, definition(Fetcher::new())?)?)
 }
 
 #[cfg(test)]

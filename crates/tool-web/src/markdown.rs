@@ -4,6 +4,7 @@
 
 use crate::html::Element;
 use crate::html::Node;
+use crate::html::VOIDS;
 use crate::html::parse;
 
 /// Block-level elements as turndown classifies them (they get blank-line separation).
@@ -59,11 +60,6 @@ const BLOCKS: &[&str] = &[
     "ul",
 ];
 
-const VOIDS: &[&str] = &[
-    "area", "base", "br", "col", "command", "embed", "hr", "img", "input", "keygen", "link",
-    "meta", "param", "source", "track", "wbr",
-];
-
 /// Elements whose meaning survives without text (`blank` rule does not apply to them).
 const MEANINGFUL_WHEN_BLANK: &[&str] = &[
     "a", "table", "thead", "tbody", "tfoot", "th", "td", "iframe", "script", "audio", "video",
@@ -73,7 +69,8 @@ fn is_block(name: &str) -> bool {
     BLOCKS.contains(&name)
 }
 
-/// Converts an HTML document or fragment to Markdown.
+/// Converts an HTML document or fragment to Markdown. CPU-bound and linear in the input (depth is
+/// bounded by the parser): async callers run it on a blocking thread.
 pub fn html_to_markdown(html: &str) -> String {
     let root = parse(html);
     let mut conv = Converter;
@@ -89,6 +86,7 @@ impl Converter {
     fn children(&mut self, el: &Element, in_pre: bool) -> String {
         let mut out = String::new();
         let count = el.children.len();
+        let siblings = Siblings::of(el);
         for (index, node) in el.children.iter().enumerate() {
             let piece = match node {
                 Node::Text(text) => {
@@ -109,14 +107,15 @@ impl Converter {
                         escape(&collapsed)
                     }
                 }
-                Node::Element(child) => self.element(child, el, index, in_pre),
+                Node::Element(child) => self.element(child, &siblings, index, in_pre),
             };
-            out = join(&out, &piece);
+            join(&mut out, &piece);
         }
         out
     }
 
-    fn element(&mut self, el: &Element, parent: &Element, index: usize, in_pre: bool) -> String {
+    fn element(&mut self, el: &Element, sib: &Siblings, index: usize, in_pre: bool) -> String {
+        let parent = sib.parent;
         let name = el.name.as_str();
         if matches!(name, "script" | "style" | "noscript" | "template") {
             return String::new();
@@ -129,7 +128,7 @@ impl Converter {
             // An inline blank element still leaves its flanking whitespace behind.
             return if is_block(name) {
                 "\n\n".to_owned()
-            } else if el.text_content().is_empty() {
+            } else if el.text_empty {
                 String::new()
             } else {
                 " ".to_owned()
@@ -169,13 +168,14 @@ impl Converter {
                         content = content.trim_end_matches(' ').to_owned();
                     }
                 }
-                self.rule(el, parent, index, content)
+                self.rule(el, sib, index, content)
             }
         }
     }
 
-    fn rule(&mut self, el: &Element, parent: &Element, index: usize, content: String) -> String {
+    fn rule(&mut self, el: &Element, sib: &Siblings, index: usize, content: String) -> String {
         let name = el.name.as_str();
+        let parent = sib.parent;
         match name {
             "p" => format!("\n\n{content}\n\n"),
             "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
@@ -188,17 +188,14 @@ impl Converter {
                 format!("\n\n{}\n\n", quoted.join("\n"))
             }
             "ul" | "ol" => {
-                let last_in_li = parent.name == "li"
-                    && !parent.children[index + 1..]
-                        .iter()
-                        .any(|n| matches!(n, Node::Element(_)));
+                let last_in_li = parent.name == "li" && !sib.element_after[index];
                 if last_in_li {
                     format!("\n{content}")
                 } else {
                     format!("\n\n{content}\n\n")
                 }
             }
-            "li" => list_item(parent, index, &content),
+            "li" => list_item(sib, index, &content),
             "em" | "i" => wrap(&content, "_"),
             // GFM plugin: strikethrough.
             "del" | "s" | "strike" => format!("~{content}~"),
@@ -217,8 +214,8 @@ impl Converter {
             },
             "table" => table(content),
             "thead" | "tbody" | "tfoot" => content,
-            "tr" => table_row(el, parent, index, &content),
-            "th" | "td" => table_cell(&content, parent, el),
+            "tr" => table_row(el, sib, index, &content),
+            "th" | "td" => table_cell(&content, sib.first_cell == Some(index)),
             _ if is_block(name) => format!("\n\n{content}\n\n"),
             _ => content,
         }
@@ -292,30 +289,85 @@ fn escape(text: &str) -> String {
     out
 }
 
-/// turndown's `join`: the separator is the larger of the newline runs on either side (max 2).
-fn join(output: &str, replacement: &str) -> String {
-    let s1 = output.trim_end_matches('\n');
+/// turndown's `join`, appending in place: the separator is the larger of the newline runs on
+/// either side (max 2). Only `output`'s tail is touched, so joining n pieces stays linear.
+fn join(output: &mut String, replacement: &str) {
+    let kept = output.trim_end_matches('\n').len();
+    let trailing = output.len() - kept;
     let s2 = replacement.trim_start_matches('\n');
-    let nls = (output.len() - s1.len())
-        .max(replacement.len() - s2.len())
-        .min(2);
+    let leading = replacement.len() - s2.len();
+    let nls = trailing.max(leading).min(2);
+    output.truncate(kept);
     // Spaces next to a block boundary are insignificant (turndown drops them while collapsing
     // whitespace), but a hard break's `  \n` belongs to the text before it.
-    let s1 = if nls > 0 && s1.len() == output.len() {
-        s1.trim_end_matches([' ', '\t'])
-    } else {
-        s1
-    };
-    let s2 = if nls > 0 && s2.len() == replacement.len() {
+    if nls > 0 && trailing == 0 {
+        let kept = output.trim_end_matches([' ', '\t']).len();
+        output.truncate(kept);
+    }
+    let s2 = if nls > 0 && leading == 0 {
         s2.trim_start_matches([' ', '\t'])
     } else {
         s2
     };
-    let mut out = String::with_capacity(s1.len() + nls + s2.len());
-    out.push_str(s1);
-    out.push_str(&"\n\n"[..nls]);
-    out.push_str(s2);
-    out
+    output.push_str(&"\n\n"[..nls]);
+    output.push_str(s2);
+}
+
+/// What the rules ask about an element's siblings, computed once per parent so that a rule
+/// never scans the sibling list (which made wide lists and tables quadratic).
+struct Siblings<'a> {
+    parent: &'a Element,
+    /// An element follows the child at this index.
+    element_after: Vec<bool>,
+    /// An element or non-blank text follows the child at this index.
+    meaningful_after: Vec<bool>,
+    /// `<li>` siblings before the child at this index.
+    items_before: Vec<usize>,
+    /// A `<tr>` sibling precedes the child at this index.
+    row_before: Vec<bool>,
+    /// Index of the first `<th>`/`<td>` child.
+    first_cell: Option<usize>,
+}
+
+impl<'a> Siblings<'a> {
+    fn of(parent: &'a Element) -> Self {
+        let count = parent.children.len();
+        let mut element_after = vec![false; count];
+        let mut meaningful_after = vec![false; count];
+        let (mut element, mut meaningful) = (false, false);
+        for (i, node) in parent.children.iter().enumerate().rev() {
+            element_after[i] = element;
+            meaningful_after[i] = meaningful;
+            match node {
+                Node::Element(_) => (element, meaningful) = (true, true),
+                Node::Text(t) => meaningful |= !t.trim().is_empty(),
+            }
+        }
+        let mut items_before = Vec::with_capacity(count);
+        let mut row_before = Vec::with_capacity(count);
+        let (mut items, mut row) = (0, false);
+        let mut first_cell = None;
+        for (i, node) in parent.children.iter().enumerate() {
+            items_before.push(items);
+            row_before.push(row);
+            if let Node::Element(e) = node {
+                match e.name.as_str() {
+                    "li" => items += 1,
+                    "tr" => row = true,
+                    "th" | "td" if first_cell.is_none() => first_cell = Some(i),
+                    _ => {}
+                }
+            }
+        }
+        Self {
+            parent,
+            element_after,
+            meaningful_after,
+            items_before,
+            row_before,
+            first_cell,
+        }
+    }
 }
 
 fn wrap(content: &str, delimiter: &str) -> String {
@@ -335,15 +387,8 @@ fn is_blank(el: &Element) -> bool {
     let name = el.name.as_str();
     !VOIDS.contains(&name)
         && !MEANINGFUL_WHEN_BLANK.contains(&name)
-        && el.text_content().trim().is_empty()
-        && !has_descendant(el, &|e| VOIDS.contains(&e.name.as_str()) || e.name == "a")
-}
-
-fn has_descendant(el: &Element, pred: &dyn Fn(&Element) -> bool) -> bool {
-    el.children.iter().any(|n| match n {
-        Node::Element(e) => pred(e) || has_descendant(e, pred),
-        Node::Text(_) => false,
-    })
+        && el.text_blank
+        && !el.has_void_or_link
 }
 
 fn clean_attr(value: &str) -> String {
@@ -441,7 +486,8 @@ fn code_block(pre: &Element) -> String {
     format!("\n\n{fence}{language}\n{text}\n{fence}\n\n")
 }
 
-fn list_item(parent: &Element, index: usize, content: &str) -> String {
+fn list_item(sib: &Siblings, index: usize, content: &str) -> String {
+    let parent = sib.parent;
     let content = content.trim_start_matches('\n');
     let trimmed = content.trim_end_matches('\n');
     let content = if trimmed.len() < content.len() {
@@ -454,18 +500,13 @@ fn list_item(parent: &Element, index: usize, content: &str) -> String {
         let start = parent
             .attr("start")
             .and_then(|s| s.trim().parse::<i64>().ok());
-        let position = parent.children[..index]
-            .iter()
-            .filter(|n| matches!(n, Node::Element(e) if e.name == "li"))
-            .count() as i64;
-        format!("{}.  ", start.map_or(position + 1, |s| s + position))
+        let position = i64::try_from(sib.items_before[index]).unwrap_or(i64::MAX);
+        let number = start.map_or(position.saturating_add(1), |s| s.saturating_add(position));
+        format!("{number}.  ")
     } else {
         "-   ".to_owned()
     };
-    let has_next = parent.children[index + 1..].iter().any(|n| {
-        matches!(n, Node::Element(_)) || matches!(n, Node::Text(t) if !t.trim().is_empty())
-    });
-    let newline = if has_next && !content.ends_with('\n') {
+    let newline = if sib.meaningful_after[index] && !content.ends_with('\n') {
         "\n"
     } else {
         ""
@@ -484,20 +525,17 @@ fn cells_of(row: &Element) -> Vec<&Element> {
 }
 
 /// GFM heading row: in a `thead`, or the table's first row, made only of `th` cells.
-fn is_heading_row(row: &Element, parent: &Element, index: usize) -> bool {
+fn is_heading_row(row: &Element, sib: &Siblings, index: usize) -> bool {
     let cells = cells_of(row);
     if cells.is_empty() || !cells.iter().all(|c| c.name == "th") {
         return false;
     }
-    parent.name == "thead"
-        || !parent.children[..index]
-            .iter()
-            .any(|n| matches!(n, Node::Element(e) if e.name == "tr"))
+    sib.parent.name == "thead" || !sib.row_before[index]
 }
 
-fn table_row(row: &Element, parent: &Element, index: usize, content: &str) -> String {
+fn table_row(row: &Element, sib: &Siblings, index: usize, content: &str) -> String {
     let mut out = format!("\n{content}");
-    if is_heading_row(row, parent, index) {
+    if is_heading_row(row, sib, index) {
         let border: Vec<String> = cells_of(row)
             .iter()
             .enumerate()
@@ -518,10 +556,7 @@ fn table_row(row: &Element, parent: &Element, index: usize, content: &str) -> St
     out
 }
 
-fn table_cell(content: &str, row: &Element, cell: &Element) -> String {
-    let first = cells_of(row)
-        .first()
-        .is_some_and(|c| std::ptr::eq(*c, cell));
+fn table_cell(content: &str, first: bool) -> String {
     let text = content.replace(['\n', '\r'], " ").replace('|', "\\|");
     let text = text.trim();
     let width = text.chars().count();

@@ -133,3 +133,90 @@ fn gfm_strikethrough_and_task_lists() {
         "-   [x] done\n-   [ ] todo"
     );
 }
+
+#[test]
+fn fifty_thousand_nested_divs_convert_without_exhausting_the_stack() {
+    let depth = 50_000;
+    let html = format!(
+        "{}<p>deep <b>text</b></p>{}<p>after</p>",
+        "<div>".repeat(depth),
+        "</div>".repeat(depth)
+    );
+    // Markup past the depth bound is dropped; its text is kept.
+    assert_eq!(html_to_markdown(&html), "deep text\n\nafter");
+    let shallow = format!(
+        "{}<p>deep <b>text</b></p>{}",
+        "<div>".repeat(150),
+        "</div>".repeat(150)
+    );
+    assert_eq!(html_to_markdown(&shallow), "deep **text**");
+}
+
+#[test]
+fn deep_quotes_and_lists_are_flattened_below_the_depth_bound() {
+    let depth = 20_000;
+    let quotes = format!(
+        "{}inner{}",
+        "<blockquote>".repeat(depth),
+        "</blockquote>".repeat(depth)
+    );
+    let out = html_to_markdown(&quotes);
+    assert!(out.ends_with("inner"), "{}", &out[out.len() - 40..]);
+    assert!(out.starts_with("> > > "));
+    let lists = format!(
+        "{}item{}",
+        "<ul><li>".repeat(depth),
+        "</li></ul>".repeat(depth)
+    );
+    let out = html_to_markdown(&lists);
+    assert!(out.starts_with("-   -   -   "), "{}", &out[..40]);
+    assert!(out.trim_end().ends_with("item"));
+}
+
+#[test]
+fn named_entities_come_from_the_complete_table() {
+    assert_eq!(
+        html_to_markdown(
+            "<p>&CounterClockwiseContourIntegral; &NotNestedGreaterGreater; &bne; &copy 2026 \
+             &amp;amp; &#x1F600; &#128512; &fjlig; &zwj;x &NotAnEntity;</p>"
+        ),
+        "∳ ⪢̸ =⃥ © 2026 &amp; 😀 😀 fj \u{200d}x &NotAnEntity;"
+    );
+}
+
+#[test]
+fn script_and_style_bodies_are_raw_text_and_dropped() {
+    assert_eq!(
+        html_to_markdown(
+            "<p>a</p><script>var s = \"<p>no</p></div>\";</script><style>p{}</style><p>b</p>"
+        ),
+        "a\n\nb"
+    );
+}
+
+#[test]
+fn wide_documents_keep_every_sibling_in_order() {
+    let blocks = 20_000;
+    let html: String = (0..blocks)
+        .map(|i| format!("<p>para {i}</p><script>x()</script>"))
+        .collect();
+    let out = html_to_markdown(&html);
+    assert_eq!(out.split("\n\n").count(), blocks);
+    assert!(out.ends_with(&format!("para {}", blocks - 1)));
+    let items: String = (0..5_000).map(|i| format!("<li>{i}</li>")).collect();
+    let out = html_to_markdown(&format!("<ol>{items}</ol>"));
+    assert!(out.starts_with("1.  0\n2.  1\n"));
+    assert!(out.ends_with("5000.  4999"));
+    let rows: String = (0..3_000)
+        .map(|i| format!("<tr><td>{i}</td><td>x</td></tr>"))
+        .collect();
+    let out = html_to_markdown(&format!(
+        "<table><tr><th>n</th><th>v</th></tr>{rows}</table>"
+    ));
+    assert!(
+        out.starts_with("| n   | v   |\n| --- | --- |\n| 0   | x   |"),
+        "{}",
+        &out[..60]
+    );
+    assert_eq!(out.lines().count(), 3_002);
+}

@@ -190,7 +190,7 @@ fn render_caps_the_whole_text_and_keeps_the_footer() {
 
 #[test]
 fn definition_is_concurrency_safe_with_the_fetch_timeout() {
-    let def = definition(Fetcher::new().unwrap()).unwrap();
+    let def = definition(Fetcher::new()).unwrap();
     assert!(def.is_concurrency_safe(&json!({"url": "http://x/"})));
     assert_eq!(def.timeout_ms(), Some(TIMEOUT_MS));
 }
@@ -204,4 +204,58 @@ async fn declared_length_over_the_byte_cap_fails() {
         text_of(&result.content),
         "Error: response exceeds the maximum of 5000000 bytes"
     );
+}
+
+#[tokio::test]
+async fn the_http_client_is_built_on_the_first_fetch_not_at_registration() {
+    let fetcher = Fetcher::new();
+    let def = definition(fetcher.clone()).unwrap();
+    drop(def);
+    assert!(
+        !fetcher.is_connected(),
+        "registration must not build the client"
+    );
+    let base = serve().await;
+    let fetched = fetcher.fetch(&format!("{base}/page.html")).await.unwrap();
+    assert_eq!(fetched.status, 200);
+    assert!(fetcher.is_connected());
+}
+
+/// Set in the child run of the test below.
+const NO_CERTS_CHILD: &str = "DSH_TEST_WEB_FETCH_NO_CERTS";
+
+#[tokio::test]
+async fn http_fetch_works_on_a_machine_without_ca_certificates() {
+    if std::env::var_os(NO_CERTS_CHILD).is_some() {
+        // The child: the certificate store points at nothing.
+        let base = serve().await;
+        let result = call(json!({"url": format!("{base}/page.html")})).await;
+        assert!(!result.is_error, "{:?}", result.content);
+        return;
+    }
+    let empty = tempfile_dir();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "tests::http_fetch_works_on_a_machine_without_ca_certificates",
+            "--nocapture",
+        ])
+        .env(NO_CERTS_CHILD, "1")
+        .env("SSL_CERT_FILE", empty.join("missing.pem"))
+        .env("SSL_CERT_DIR", &empty)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dsh-no-certs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
