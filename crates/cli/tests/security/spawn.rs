@@ -160,13 +160,14 @@ async fn every_tool_spawn_stays_on_posix_spawn() {
         ]}]}});
         case.write_ws("hooks.json", &hooks.to_string());
         // A hook, an MCP stdio server (a bare name: resolved in the child's PATH) and bash,
-        // foreground and in the background.
+        // foreground and in the background (its end must not wake the session for a turn the
+        // script has no answer for: under load it may end after the turn).
         case.write_home(
             "config.toml",
             &format!(
                 "[plugins.session-title]\nenabled = false\n\n\
                  [plugins.hooks-claude-code]\nconfig_path = \"{}\"\n\n\
-                 [plugins.jobs]\n\n\
+                 [plugins.jobs]\ncompletion = \"quiet\"\n\n\
                  [[mcp.servers]]\nname = \"probe\"\ncommand = \"sh\"\nargs = [\"-c\", \"exit 0\"]\n",
                 case.ws().join("hooks.json").display()
             ),
