@@ -8,12 +8,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scenario="${1:-../shared/conformance/acp/bash-tool-turn}"
 runs="${2:-20}"
-cargo build --release --locked -q -p dsh -p dsh-testkit
-bin=target/release
+# BENCH_BIN_DIR: a directory holding already built `dsh` and `dsh-mock-llm` (skips the build).
+if [ -n "${BENCH_BIN_DIR:-}" ]; then
+  bin=$(cd "$BENCH_BIN_DIR" && pwd)
+else
+  cargo build --release --locked -q -p dsh -p dsh-testkit
+  bin=$(cd "${CARGO_TARGET_DIR:-target}/release" && pwd)
+fi
 task=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sessions"][0]["first_user_text"])' "$scenario/scenario.json")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-printf '[plugins.sandbox]\nmode = "danger-full-access"\n[plugins.spill]\nmax_inline_bytes = 0\n' > "$work/config.toml"
+# Recorded scenarios script only the main route: the session-title side request a new session
+# makes would find no entry (and fail the run), so titles are off.
+printf '[plugins.sandbox]\nmode = "danger-full-access"\n[plugins.spill]\nmax_inline_bytes = 0\n[plugins.session-title]\nenabled = false\n' > "$work/config.toml"
 times=()
 rss=()
 for i in $(seq "$runs"); do
@@ -28,7 +35,7 @@ for i in $(seq "$runs"); do
   # /usr/bin/time's own fork+exec, about 1 ms.
   start=$EPOCHREALTIME
   ( cd "$ws" && DSH_HOME="$work" DEEPSEEK_BASE_URL="$url" DEEPSEEK_API_KEY=bench \
-      /usr/bin/time -f "%M" -o "$work/time" "$OLDPWD/$bin/dsh" exec "$task" > /dev/null )
+      /usr/bin/time -f "%M" -o "$work/time" "$bin/dsh" exec "$task" > /dev/null )
   end=$EPOCHREALTIME
   t=$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", (b - a) * 1000}')
   read -r m < "$work/time"

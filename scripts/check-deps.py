@@ -16,6 +16,7 @@ import sys
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+PATH_ATTR = re.compile(r'#\[path\s*=\s*"([^"]+)"\]')
 ROW = re.compile(r"^\| `crates/([^`]+)` \| `([^`]+)` \|")
 
 # Dependencies a crate needs without naming them in code: features or links only.
@@ -40,6 +41,19 @@ def sources(crate_dir):
     build = crate_dir / "build.rs"
     if build.exists():
         files.append(build)
+    # `#[path = "..."]` modules shared from another crate's folder count as this crate's code.
+    seen = set(files)
+    for path in list(files):
+        for target in PATH_ATTR.findall(path.read_text(errors="replace")):
+            shared = (path.parent / target).resolve()
+            if shared.exists() and shared not in seen:
+                seen.add(shared)
+                files.append(shared)
+                if shared.name == "mod.rs":
+                    for extra in shared.parent.rglob("*.rs"):
+                        if extra not in seen:
+                            seen.add(extra)
+                            files.append(extra)
     return "\n".join(path.read_text(errors="replace") for path in files)
 
 

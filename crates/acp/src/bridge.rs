@@ -458,16 +458,25 @@ impl Bridge {
     ) -> Result<SetSessionModeResponse, RpcError> {
         let session = self.session(&request.session_id.0)?;
         let mode = request.mode_id.0.to_string();
-        let known = lock(&session.modes)
-            .as_ref()
-            .is_some_and(|m| m.available.iter().any(|a| a.id == mode));
-        if !known {
-            return Err(invalid_params(format!("unknown mode: {mode}")));
-        }
+        let before = {
+            let modes = lock(&session.modes);
+            let known = modes
+                .as_ref()
+                .filter(|m| m.available.iter().any(|a| a.id == mode));
+            match known {
+                Some(modes) => modes.current.clone(),
+                None => return Err(invalid_params(format!("unknown mode: {mode}"))),
+            }
+        };
         self.factory
             .set_mode(&session.agent, &mode)
             .map_err(crate::error::FactoryError::into_rpc)?;
         if let Some(modes) = lock(&session.modes).as_mut() {
+            // The session's mode watch already moved it here (and said so) while the factory
+            // applied it: one `current_mode_update`, not two.
+            if modes.current == mode && before != mode {
+                return Ok(SetSessionModeResponse::new());
+            }
             modes.current = mode.clone();
         }
         session.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
@@ -604,6 +613,8 @@ impl Bridge {
                 if let Some(text) = text {
                     session.send(crate::mapping::message_chunk(text));
                 }
+                // `/compact` changes the fill.
+                session.push_usage();
                 *lock(&session.slot) = None;
                 let stop = if cancelled.is_cancelled() {
                     StopReason::Cancelled
@@ -637,6 +648,7 @@ impl Bridge {
             let turn = lock(&session.claimed).remove(&message_id);
             let failure = session.take_delivery_failure();
             let outcome = prompt::settle(cancelled.is_cancelled(), failure, &events, turn);
+            session.push_usage();
             *lock(&session.slot) = None;
             respond(outcome.map(PromptResponse::new));
         });
@@ -676,9 +688,25 @@ impl Bridge {
         }
         self.tasks.close();
         self.tasks.wait().await;
+        drain_children(&sessions).await;
         let disposals = sessions.iter().map(|session| session.agent.dispose());
         futures::future::join_all(disposals).await;
         Ok(())
+    }
+}
+
+/// Settles the continuable children the bridge's agents own (and theirs) before the agents
+/// go, so each child closes its own turn and its parent is still there to hear about it.
+async fn drain_children(sessions: &[Arc<Session>]) {
+    let Some(first) = sessions.first() else {
+        return;
+    };
+    let Some(subagents) = first.agent.scope().service::<dsh_subagent::Subagents>() else {
+        return;
+    };
+    let agents: Vec<dsh_agent::AgentHandle> = sessions.iter().map(|s| s.agent.clone()).collect();
+    if let Err(error) = subagents.drain_continuable_descendants(&agents).await {
+        tracing::warn!("acp: continuable subagent teardown failed: {error}");
     }
 }
 

@@ -43,6 +43,12 @@ pub struct ModeState {
     pub available: Vec<ModeInfo>,
 }
 
+/// Follows the session's mode from its log: given the current mode id and a committed event,
+/// the new id when the event moves the mode (for example plan mode's `plan/mode`, logged by
+/// `/plan` or an approved `exit_plan_mode`). The bridge then sends `current_mode_update`.
+/// Called inside the log's event callback: it must not append to the log.
+pub type ModeWatch = Arc<dyn Fn(&str, &dsh_session::Event) -> Option<String> + Send + Sync>;
+
 /// An agent ready to be driven, plus what the bridge needs to render it.
 pub struct SessionParts {
     pub agent: AgentHandle,
@@ -51,6 +57,9 @@ pub struct SessionParts {
     pub tools: Option<Arc<ToolRegistry>>,
     /// Approval presets as ACP modes; `None` when the host composes none.
     pub modes: Option<ModeState>,
+    /// Moves `modes.current` when the log says the mode changed; `None`: only
+    /// `session/set_mode` changes it.
+    pub mode_watch: Option<ModeWatch>,
 }
 
 impl std::fmt::Debug for SessionParts {
@@ -151,7 +160,7 @@ pub trait SessionFactory: Send + Sync {
         Ok(())
     }
 
-    /// Applies the approval preset `mode_id` to the agent's session.
+    /// Applies the mode `mode_id` (one of [`SessionParts::modes`]) to the agent's session.
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
         let _ = agent;
         Err(FactoryError::invalid(format!("unknown mode: {mode_id}")))

@@ -41,6 +41,7 @@ pub use factory::AuthMethodInfo;
 pub use factory::McpTransports;
 pub use factory::ModeInfo;
 pub use factory::ModeState;
+pub use factory::ModeWatch;
 pub use factory::NewSession;
 pub use factory::SessionFactory;
 pub use factory::SessionParts;

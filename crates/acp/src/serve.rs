@@ -34,6 +34,7 @@ fn respond_then_announce<
         Ok((response, session)) => {
             responder.respond(response)?;
             session.push_commands();
+            session.push_usage();
             Ok(())
         }
         Err(error) => responder.respond_with_error(error),

@@ -17,10 +17,12 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::AvailableCommand;
 use agent_client_protocol::v1::schema::AvailableCommandInput;
 use agent_client_protocol::v1::schema::AvailableCommandsUpdate;
+use agent_client_protocol::v1::schema::CurrentModeUpdate;
 use agent_client_protocol::v1::schema::SessionNotification;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::ToolCallStatus;
 use agent_client_protocol::v1::schema::UnstructuredCommandInput;
+use agent_client_protocol::v1::schema::UsageUpdate;
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
@@ -219,7 +221,7 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) cwd: PathBuf,
     pub(crate) agent: AgentHandle,
-    pub(crate) modes: Mutex<Option<ModeState>>,
+    pub(crate) modes: Arc<Mutex<Option<ModeState>>>,
     /// The model the session's requests use, and the switch that makes it so (`None` until
     /// `session/set_config_option` picks one; disposing it returns to the configured one).
     pub(crate) model: Mutex<ModelChoice>,
@@ -227,7 +229,11 @@ pub(crate) struct Session {
     /// Message id → turn that claimed it (from `agent/inbox/claimed`).
     pub(crate) claimed: Arc<Mutex<HashMap<String, u64>>>,
     delivery: Arc<Mutex<Delivery>>,
+    /// The last `usage_update` sent as `(used, size)` (an unchanged fill is not re-sent).
+    usage: Mutex<Option<(u64, u64)>>,
     _listener: Subscription,
+    /// Follows mode changes the log records (see [`crate::ModeWatch`]).
+    _mode_listener: Option<Subscription>,
     _registrations: Vec<Disposer>,
     /// Stops the live-output flusher with the session.
     _flusher: DropGuard,
@@ -249,7 +255,9 @@ impl Session {
             agent,
             tools,
             modes,
+            mode_watch,
         } = parts;
+        let modes = Arc::new(Mutex::new(modes));
         let terminal_output = client.terminal_output;
         let ctx = RenderContext {
             cwd: cwd.clone(),
@@ -290,6 +298,30 @@ impl Session {
                 .log()
                 .on_event(move |event| lock(&sink).deliver(event, false))
         };
+        let mode_listener = mode_watch.map(|watch| {
+            let (modes, delivery) = (modes.clone(), delivery.clone());
+            agent.log().on_event(move |event| {
+                let moved = {
+                    let mut modes = lock(&modes);
+                    let Some(modes) = modes.as_mut() else {
+                        return;
+                    };
+                    match watch(&modes.current, event) {
+                        Some(id)
+                            if id != modes.current
+                                && modes.available.iter().any(|m| m.id == id) =>
+                        {
+                            modes.current = id.clone();
+                            id
+                        }
+                        _ => return,
+                    }
+                };
+                lock(&delivery).send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(
+                    moved,
+                )));
+            })
+        });
         let claimed: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
         let mut registrations = Vec::new();
         {
@@ -375,11 +407,13 @@ impl Session {
                     current: current_model,
                     switch: None,
                 }),
-                modes: Mutex::new(modes),
+                modes,
                 slot: Mutex::new(None),
                 claimed,
                 delivery,
+                usage: Mutex::new(None),
                 _listener: listener,
+                _mode_listener: mode_listener,
                 _registrations: registrations,
                 _flusher: stop.drop_guard(),
             }
@@ -404,6 +438,27 @@ impl Session {
         self.send(SessionUpdate::AvailableCommandsUpdate(
             AvailableCommandsUpdate::new(available),
         ));
+    }
+
+    /// `usage_update {used, size}`: the context fill from the composition's token meter
+    /// (projected prompt tokens of the next request, and the route's context window). Sent
+    /// after `session/new` / `session/load` and before each prompt response, when both are
+    /// known and the figure changed; the meter never gates anything here.
+    pub(crate) fn push_usage(&self) {
+        let Some(meter) = self.agent.scope().service::<dsh_token_meter::TokenMeter>() else {
+            return;
+        };
+        let pressure = meter.pressure(self.agent.log());
+        let (Some(used), Some(size)) = (
+            pressure.projected_tokens.or(pressure.pressure_tokens),
+            pressure.context_window,
+        ) else {
+            return;
+        };
+        if lock(&self.usage).replace((used, size)) == Some((used, size)) {
+            return;
+        }
+        self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(used, size)));
     }
 
     /// Sends an update outside the event mapping (mode changes).

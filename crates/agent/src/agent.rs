@@ -109,6 +109,11 @@ pub(crate) struct State {
     /// Whether this loop instance already sent a request (the first logs `initial`/`resume`).
     pub(crate) requested: bool,
     pub(crate) disposing: bool,
+    /// The id of the final input once accepted: input closes at the first idle after it
+    /// left the inbox (claimed by a turn, or discarded).
+    pub(crate) final_input: Option<String>,
+    /// No more input (sends fail): the final task's activity has ended.
+    pub(crate) input_closed: bool,
     /// Whether the log ever held a runtime-context snapshot message.
     pub(crate) snapshot_seen: bool,
 }
@@ -267,6 +272,8 @@ impl AgentHandle {
                     last_turn,
                     requested: false,
                     disposing: false,
+                    final_input: None,
+                    input_closed: false,
                     snapshot_seen,
                 }),
                 idle,
@@ -315,6 +322,21 @@ impl AgentHandle {
         &self.inner.log
     }
 
+    /// The explicit `maxTokens` it was built with (`None` = adapter default).
+    pub fn max_tokens(&self) -> Option<u64> {
+        self.inner.max_tokens
+    }
+
+    /// `true` when both handles address the same agent.
+    pub fn same(&self, other: &AgentHandle) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// `true` once disposal has begun (later sends fail).
+    pub fn is_disposing(&self) -> bool {
+        lock(&self.inner.state).disposing
+    }
+
     pub fn hooks(&self) -> &Arc<AgentHooks> {
         &self.inner.hooks
     }
@@ -336,6 +358,14 @@ impl AgentHandle {
     /// The working directory (the agent option, else the session header's).
     pub fn cwd(&self) -> Option<&str> {
         self.inner.cwd.as_deref()
+    }
+
+    /// Whether sends are accepted: not disposing and the final task (see
+    /// [`AgentHandle::followup_final`]) has not finished. Producers that start work on their
+    /// own (goal rounds, notices) check it so a one-shot run ends with its task.
+    pub fn accepts_input(&self) -> bool {
+        let state = lock(&self.inner.state);
+        !state.disposing && !state.input_closed
     }
 
     pub fn status(&self) -> AgentStatus {
@@ -441,7 +471,7 @@ impl AgentHandle {
     pub(crate) fn wake(&self) {
         let start = {
             let mut state = lock(&self.inner.state);
-            let disposing = state.disposing;
+            let disposing = state.disposing || state.input_closed;
             match &mut state.phase {
                 Phase::Idle if !disposing => {
                     state.phase = Phase::Running {
@@ -531,6 +561,11 @@ impl AgentHandle {
                 true
             } else {
                 state.phase = Phase::Idle;
+                // Closed before anyone hears of the idle: a listener reacting to it (a goal
+                // round, a background-job notice) finds the agent closed, never half-started.
+                if let Some(id) = &state.final_input {
+                    state.input_closed |= !state.inbox.contains_id(id);
+                }
                 false
             }
         };
@@ -539,7 +574,13 @@ impl AgentHandle {
                 agent: self.inner.id.clone(),
                 status: AgentStatus::Idle,
             });
-            self.inner.idle.send_replace(true);
+            // Decided under the lock: a send that woke the agent, or a maintenance phase begun,
+            // since the phase went idle (from a status listener or another thread) must not be
+            // reported idle.
+            let state = lock(&self.inner.state);
+            if matches!(state.phase, Phase::Idle) {
+                self.inner.idle.send_replace(true);
+            }
         }
         next
     }

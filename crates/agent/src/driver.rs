@@ -300,13 +300,13 @@ impl AgentHandle {
     fn snapshot(&self, step: &StepAssembly) -> Result<Option<Message>, TurnError> {
         let rendered = render_contexts(&step.assembly, &step.vars)
             .map_err(|e| TurnError::unknown(e.to_string()))?;
+        // The latest snapshot still in the history, from the log's per-source index (a backward
+        // scan here cost O(history) on every step).
         let retained = self
             .inner
             .log
-            .derive_messages()
-            .iter()
-            .rev()
-            .find(|m| is_snapshot_source(&m.source))
+            .latest_message_from_plugin(SNAPSHOT_PLUGIN)
+            .filter(|m| is_snapshot_source(&m.source))
             .map(|m| dsh_protocol::text_of(&m.content));
         let message = match rendered {
             Some((text, sections)) => {

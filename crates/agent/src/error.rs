@@ -16,6 +16,9 @@ pub enum AgentError {
     /// The agent was disposed; it accepts no more input.
     #[error("agent {0:?} is disposed")]
     Disposed(String),
+    /// The agent's final task has run (a one-shot run): it takes no more input.
+    #[error("agent {0:?} takes no more input: its final task has run")]
+    InputClosed(String),
     /// A pending inbox item already has this message id.
     #[error("message id {0:?} is already pending in the inbox")]
     DuplicateMessageId(String),

@@ -27,12 +27,31 @@ impl RunOutcome {
 }
 
 /// Waits for idle, sends `task` as a user followup, waits again, flushes, and folds the events
-/// written since (from the first `turn/start` on).
+/// written since (from the first `turn/start` on). The agent stays open for more input.
 pub async fn run_once(handle: &AgentHandle, task: &str) -> Result<RunOutcome, AgentError> {
+    run(handle, task, false).await
+}
+
+/// The one-shot runner (`dsh exec`): like [`run_once`], but the task is the agent's final
+/// input ([`AgentHandle::followup_final`]). Upstream's runner is done at the first idle after
+/// its task and exits; whatever a plugin would start at that idle (a goal round, a
+/// background-job notice) could only be cut off by the exit. Closing the input in the same
+/// step that makes the agent idle means such work never starts, so the run's requests and
+/// events end with the task's turn, every time.
+pub async fn run_final(handle: &AgentHandle, task: &str) -> Result<RunOutcome, AgentError> {
+    run(handle, task, true).await
+}
+
+async fn run(handle: &AgentHandle, task: &str, last: bool) -> Result<RunOutcome, AgentError> {
     handle.when_idle().await;
     let log = handle.log();
     let first_seq = log.len();
-    handle.followup(Message::user_text(task))?;
+    let message = Message::user_text(task);
+    if last {
+        handle.followup_final(message)?;
+    } else {
+        handle.followup(message)?;
+    }
     handle.when_idle().await;
     log.flush()?;
     let mut text = String::new();

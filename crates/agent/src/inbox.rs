@@ -119,6 +119,13 @@ impl AgentHandle {
         self.send(message, InboxTarget::NextTurn, true)
     }
 
+    /// The agent's final input (the one-shot runner's task): queued like [`Self::followup`],
+    /// and once the activity that runs it ends the agent takes no more input — decided in
+    /// the same step that makes it idle, so nothing an idle listener queues can start.
+    pub fn followup_final(&self, message: Message) -> Result<(), AgentError> {
+        self.send_checked(message, InboxTarget::NextTurn, true, true)
+    }
+
     /// Steering: entered at the next step boundary of the running turn. Wakes the agent.
     pub fn steer(&self, message: Message) -> Result<(), AgentError> {
         self.send(message, InboxTarget::NextStep, true)
@@ -136,16 +143,25 @@ impl AgentHandle {
         target: InboxTarget,
         wakeup: bool,
     ) -> Result<(), AgentError> {
+        self.send_checked(message, target, wakeup, false)
+    }
+
+    fn send_checked(
+        &self,
+        message: Message,
+        target: InboxTarget,
+        wakeup: bool,
+        last: bool,
+    ) -> Result<(), AgentError> {
         {
             let _gate = lock(&self.inner.gate);
             let target = {
                 let state = lock(&self.inner.state);
-                if state.disposing {
-                    return Err(AgentError::Disposed(self.inner.id.clone()));
-                }
+                self.check_open(&state)?;
                 if state.inbox.contains_id(&message.id) {
                     return Err(AgentError::DuplicateMessageId(message.id.clone()));
                 }
+
                 // Waking input cannot join an aborted activity.
                 if wakeup && state.phase.aborted() {
                     InboxTarget::NextTurn
@@ -157,6 +173,11 @@ impl AgentHandle {
                 .inbox
                 .append_splice(target, vec![message.clone()]);
             self.write_splice(&splice)?;
+            if last {
+                // Set before the wake below: the idle that follows this message's turn is
+                // the one that closes the input.
+                lock(&self.inner.state).final_input = Some(message.id.clone());
+            }
         }
         self.emit(AgentEvent::InboxInserted {
             agent: self.inner.id.clone(),
@@ -164,6 +185,16 @@ impl AgentHandle {
         });
         if wakeup {
             self.wake();
+        }
+        Ok(())
+    }
+
+    fn check_open(&self, state: &crate::agent::State) -> Result<(), AgentError> {
+        if state.disposing {
+            return Err(AgentError::Disposed(self.inner.id.clone()));
+        }
+        if state.input_closed {
+            return Err(AgentError::InputClosed(self.inner.id.clone()));
         }
         Ok(())
     }
@@ -230,9 +261,7 @@ impl AgentHandle {
             let _gate = lock(&self.inner.gate);
             {
                 let state = lock(&self.inner.state);
-                if state.disposing {
-                    return Err(AgentError::Disposed(self.inner.id.clone()));
-                }
+                self.check_open(&state)?;
                 if state.inbox.contains_id(&message.id) {
                     return Err(AgentError::DuplicateMessageId(message.id.clone()));
                 }

@@ -28,6 +28,7 @@ pub use agent::DEFAULT_MAX_PARALLEL_TOOL_CALLS;
 pub use error::AgentError;
 pub use error::error_chain;
 pub use headless::RunOutcome;
+pub use headless::run_final;
 pub use headless::run_once;
 pub use hooks::AgentEvent;
 pub use hooks::AgentHooks;

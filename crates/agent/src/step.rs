@@ -24,6 +24,7 @@ use dsh_session::data::RequestContext;
 use dsh_session::data::RequestHeader;
 use dsh_session::data::RetryMode;
 use dsh_session::data::TurnEndReason;
+use dsh_session::kind;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -121,13 +122,8 @@ impl AgentHandle {
             let request = ModelRequest {
                 model: prepared.config.model.clone(),
                 system: (!system.is_empty()).then(|| system.clone()),
-                messages: self
-                    .inner
-                    .log
-                    .derive_messages()
-                    .iter()
-                    .map(|m| m.as_ref().clone())
-                    .collect(),
+                // Shared with the log, not copied: O(1) however long the history is.
+                messages: self.inner.log.derive_messages(),
                 tools: assembly.tools.clone(),
                 temperature: prepared.config.temperature,
                 max_tokens: prepared
@@ -529,7 +525,9 @@ async fn retry_executor(
         return Ok(None);
     };
     let policy_key = policy.policy_key();
-    let previous = log.events().iter().rev().find_map(|event| {
+    // Retries of this step are logged after its step/start: look no further back.
+    let step_start = log.last_of_kind(kind::STEP_START).map_or(0, |e| e.seq);
+    let previous = log.events_since(step_start).iter().rev().find_map(|event| {
         let retry = event.decode::<LlmRetry>()?.ok()?;
         (retry.turn == input.turn
             && retry.step == input.step
@@ -575,13 +573,9 @@ async fn retry_executor(
 /// "Model-visible means logged": the request is a pure function of the log.
 #[cfg(debug_assertions)]
 fn assert_model_visible(log: &SessionLog, request: &ModelRequest, provider: &str) {
-    let derived: Vec<Message> = log
-        .derive_messages()
-        .iter()
-        .map(|m| m.as_ref().clone())
-        .collect();
     debug_assert_eq!(
-        request.messages, derived,
+        request.messages,
+        log.derive_messages(),
         "request messages must equal derive_messages()"
     );
     let folded = log

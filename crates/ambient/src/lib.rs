@@ -6,8 +6,14 @@
 //! runs through (a harness-owned script, never model-written).
 //! Must not depend on: front-ends, tools.
 
+mod plugin;
 mod time;
 mod tmux;
+
+pub use plugin::TimeContextPlugin;
+pub use plugin::TimeContextSettings;
+pub use plugin::TmuxContextPlugin;
+pub use plugin::TmuxContextSettings;
 
 pub use time::Clock;
 pub use time::TIME_PLUGIN;

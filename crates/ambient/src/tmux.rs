@@ -56,7 +56,10 @@ impl ShellExecutor for LocalShell {
                 .arg(script)
                 .stdin(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .kill_on_drop(true);
+                .kill_on_drop(true)
+                // The filtered environment every dsh child gets: no provider key.
+                .env_clear()
+                .envs(dsh_secrets::parent_env());
             for (k, v) in env {
                 command.env(k, v);
             }

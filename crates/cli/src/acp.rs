@@ -18,6 +18,8 @@ use dsh_acp::StoredSession;
 use dsh_agent::AgentHandle;
 use dsh_host::SessionHost;
 use dsh_kernel::BoxFuture;
+use dsh_plan_mode::PlanMode;
+use dsh_plan_mode::modes;
 use dsh_session::data::RequestHeader;
 
 pub fn run() -> anyhow::Result<ExitCode> {
@@ -82,27 +84,62 @@ fn api_key_env(host: &dsh_host::Host) -> String {
 /// The one authentication method: the key in the agent's environment.
 const API_KEY_METHOD: &str = "api-key-env";
 
+/// The session's modes: every approval preset, and with plan mode composed each preset again
+/// with plan mode on (`<preset>+plan`, docs/steering.md): the two axes as combined modes.
 fn parts(sessions: &SessionHost, agent: AgentHandle) -> SessionParts {
-    let current = sessions
+    let plan = agent.scope().service::<PlanMode>();
+    let preset = sessions
         .current_preset(&agent)
         .map_or("custom", |preset| preset.name);
-    let available = sessions
-        .presets()
-        .iter()
-        .map(|preset| ModeInfo {
+    let current = modes::mode_id(preset, plan.as_ref().is_some_and(|p| p.current(&agent)));
+    let mut available = Vec::new();
+    for preset in sessions.presets() {
+        available.push(ModeInfo {
             id: preset.name.to_owned(),
             name: preset.name.to_owned(),
             description: Some(preset.description.to_owned()),
-        })
-        .collect();
+        });
+        if plan.is_some() {
+            available.push(ModeInfo {
+                id: modes::mode_id(preset.name, true),
+                name: modes::plan_mode_name(preset.name),
+                description: Some(modes::plan_mode_description(Some(preset.description))),
+            });
+        }
+    }
+    let mode_watch: Option<dsh_acp::ModeWatch> = plan.is_some().then(|| {
+        let watch: dsh_acp::ModeWatch = Arc::new(modes::follow);
+        watch
+    });
     SessionParts {
         agent,
         tools: Some(sessions.registry()),
-        modes: Some(ModeState {
-            current: current.to_owned(),
-            available,
-        }),
+        modes: Some(ModeState { current, available }),
+        mode_watch,
     }
+}
+
+/// `session/set_mode` with a combined id: the preset part switches the approval preset (only
+/// when it changes), the `+plan` part turns plan mode on or off.
+fn set_combined_mode(
+    sessions: &SessionHost,
+    agent: &AgentHandle,
+    mode_id: &str,
+) -> Result<(), FactoryError> {
+    let (preset, plan_on) = modes::split_mode_id(mode_id);
+    let plan = agent.scope().service::<PlanMode>();
+    if plan_on && plan.is_none() {
+        return Err(FactoryError::invalid(format!("unknown mode: {mode_id}")));
+    }
+    if sessions.current_preset(agent).map(|p| p.name) != Some(preset) {
+        sessions
+            .set_preset(agent, preset)
+            .map_err(|error| FactoryError::invalid(format!("{error:#}")))?;
+    }
+    if let Some(plan) = plan {
+        plan.set(agent, plan_on);
+    }
+    Ok(())
 }
 
 impl SessionFactory for Factory {
@@ -218,8 +255,6 @@ impl SessionFactory for Factory {
     }
 
     fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
-        self.sessions
-            .set_preset(agent, mode_id)
-            .map_err(|error| FactoryError::invalid(format!("{error:#}")))
+        set_combined_mode(&self.sessions, agent, mode_id)
     }
 }

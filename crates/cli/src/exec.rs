@@ -18,7 +18,6 @@ use dsh_agent::AgentHandle;
 use dsh_agent::CancelCause;
 use dsh_agent::TurnEndReason;
 use dsh_protocol::TokenUsage;
-use dsh_session::Event;
 use dsh_session::data::AssistantMessage;
 use dsh_tools::ApprovalService;
 use serde_json::json;
@@ -231,14 +230,30 @@ async fn run_task(
         .provide::<dyn ApprovalService>(Arc::new(headless::Headless))?;
 
     // Events are printed as they commit; an unbounded channel never drops one.
-    let (sender, receiver) = mpsc::unbounded_channel::<Arc<Event>>();
-    let subscription = agent.log().on_event(move |event| {
-        let _ = sender.send(event.clone());
-    });
+    let (sender, receiver) = mpsc::unbounded_channel::<crate::children::Tagged>();
+    // stream-json also carries the delegated children's events, tagged with their session.
+    let children = (output == Output::StreamJson)
+        .then(|| {
+            crate::children::follow(
+                sessions.service::<dsh_subagent::Subagents>(),
+                &agent,
+                sender.clone(),
+            )
+        })
+        .flatten();
+    let subscription = {
+        let session = session_id.clone();
+        agent.log().on_event(move |event| {
+            let _ = sender.send(crate::children::Tagged {
+                session: session.clone(),
+                parent: None,
+                event: event.clone(),
+            });
+        })
+    };
     let progress =
         crate::out::stderr_is_terminal().then(|| headless::progress(&agent, sessions.registry()));
-    let printer = (output == Output::StreamJson)
-        .then(|| tokio::spawn(print_events(session_id.clone(), receiver)));
+    let printer = (output == Output::StreamJson).then(|| tokio::spawn(print_events(receiver)));
 
     // SIGINT, SIGTERM, SIGHUP: tool processes are killed at once, the turn is cancelled, the
     // log closed below, and the exit code says which signal it was.
@@ -249,7 +264,7 @@ async fn run_task(
         cancel_agent.cancel(CancelCause::User, false);
         stop
     });
-    let outcome = dsh_agent::run_once(&agent, &task).await;
+    let outcome = dsh_agent::run_final(&agent, &task).await;
     let stopped = if interrupt.is_finished() {
         interrupt.await.ok()
     } else {
@@ -257,6 +272,7 @@ async fn run_task(
         None
     };
     drop(subscription);
+    drop(children);
     drop(progress);
     if let Some(printer) = printer {
         let _ = printer.await;
@@ -335,10 +351,12 @@ fn status_of(reason: &Option<TurnEndReason>) -> &'static str {
     }
 }
 
-async fn print_events(session_id: String, mut receiver: mpsc::UnboundedReceiver<Arc<Event>>) {
-    while let Some(event) = receiver.recv().await {
-        let line =
-            json!({"type": "session_event", "sessionId": session_id, "event": event.as_ref()});
+async fn print_events(mut receiver: mpsc::UnboundedReceiver<crate::children::Tagged>) {
+    while let Some(tagged) = receiver.recv().await {
+        let mut line = json!({"type": "session_event", "sessionId": tagged.session, "event": tagged.event.as_ref()});
+        if let Some(parent) = tagged.parent {
+            line["parentSessionId"] = json!(parent);
+        }
         let mut stdout = std::io::stdout().lock();
         if writeln!(stdout, "{line}")
             .and_then(|()| stdout.flush())

@@ -20,6 +20,7 @@ macro_rules! say {
 }
 
 mod acp;
+mod children;
 mod exec;
 mod host;
 mod mcp_cmd;
@@ -46,7 +47,9 @@ use clap::Subcommand;
     long_about = None,
     after_help = "With no command, dsh opens the interactive terminal UI in the current folder."
 )]
-#[command(args_conflicts_with_subcommands = true)]
+// No `args_conflicts_with_subcommands`: clap counts a global flag such as `--trust-project` as
+// an argument, so `dsh --trust-project exec …` would become a prompt "exec …". A subcommand is
+// recognised as the first word; once a prompt has begun, later words stay prompt words.
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -168,6 +171,14 @@ enum SessionsCommand {
         /// The session id (or a unique prefix).
         id: String,
     },
+    /// Write a session's raw log and its descendants' logs as one ZIP archive.
+    Export {
+        /// The session id (or a unique prefix).
+        id: String,
+        /// Where to write the archive (default `<id>.zip`; `-` for stdout).
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -200,6 +211,15 @@ fn main() -> ExitCode {
     }
     dsh_tool_shell::guard::set_program(guard_program());
     let cli = Cli::parse();
+    if cli.command.is_some() && (cli.cwd.is_some() || cli.model.is_some()) {
+        use clap::CommandFactory;
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "-C/--cwd and -m/--model go after the command (`dsh exec -C DIR …`)",
+            )
+            .exit();
+    }
     if cli.trust_project {
         host::trust_for_this_run();
     }
@@ -260,6 +280,9 @@ fn main() -> ExitCode {
         Some(Command::Sessions {
             command: SessionsCommand::Rm { id },
         }) => sessions::rm(&id),
+        Some(Command::Sessions {
+            command: SessionsCommand::Export { id, output },
+        }) => sessions::export(&id, output),
         Some(Command::Config {
             command: ConfigCommand::Show { cwd, json },
         }) => config_show(cwd, json),

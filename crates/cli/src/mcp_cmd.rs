@@ -58,6 +58,22 @@ pub fn list(json: bool) -> anyhow::Result<ExitCode> {
             let summary = description.lines().next().unwrap_or("");
             writeln!(out, "  {name:<40} {summary}")?;
         }
+        if !status.resources.is_empty() {
+            writeln!(out, "  resources:")?;
+            for uri in &status.resources {
+                writeln!(out, "    {uri}")?;
+            }
+        }
+        if !status.prompts.is_empty() {
+            writeln!(out, "  prompts (slash commands):")?;
+            for prompt in &status.prompts {
+                writeln!(
+                    out,
+                    "    /{}",
+                    dsh_mcp::prompt_command(&status.name, prompt)
+                )?;
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -226,6 +226,32 @@ pub fn rm(id: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `dsh sessions export ID [-o FILE]`: the session's raw log and its descendants' logs as one
+/// ZIP archive (`<id>.zip` by default, `-` for stdout).
+pub fn export(id: &str, output: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+    let store = store()?;
+    let id = resolve(&store, id)?;
+    let id = id.as_str();
+    let query = dsh_session_query::SessionQuery::new(
+        Some(store),
+        dsh_session_query::IndexConfig {
+            open_at: dsh_session_query::OpenAt::Never,
+            ..dsh_session_query::IndexConfig::default()
+        },
+    )
+    .map_err(|e| anyhow::anyhow!(e.message))?;
+    let bytes = dsh_session_query::export::export_session(&query, id)
+        .map_err(|e| anyhow::anyhow!("cannot export session {id}: {}", e.message))?;
+    let path = output.unwrap_or_else(|| std::path::PathBuf::from(format!("{id}.zip")));
+    if path.as_os_str() == "-" {
+        std::io::stdout().lock().write_all(&bytes)?;
+    } else {
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("dsh: wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,7 +92,7 @@ async fn a_killed_exec_leaves_a_repairable_log() {
     child.wait().unwrap();
 
     let shown = Command::new(dsh)
-        .args(["sessions", "show", &session, "--json"])
+        .args(["sessions", "show", "--json", &session])
         .env("DSH_HOME", home.path())
         .output()
         .unwrap();

@@ -123,7 +123,7 @@ pub fn build_request(
     ModelRequest {
         model: target.model.clone(),
         system: header.and_then(|h| h.system.clone()),
-        messages,
+        messages: messages.into(),
         tools: header.and_then(|h| h.tools.clone()).unwrap_or_default(),
         temperature: None,
         max_tokens: Some(u32::try_from(max_tokens).unwrap_or(u32::MAX)),
@@ -286,7 +286,7 @@ mod tests {
         assert_eq!(request.system.as_deref(), Some("sys"));
         assert_eq!(request.tools, h.tools.clone().unwrap());
         assert_eq!(request.messages.len(), 3);
-        assert_eq!(request.messages[..2], shadowed[..]);
+        assert_eq!(request.messages.to_messages()[..2], shadowed[..]);
         let last = &request.messages[2];
         assert_eq!(dsh_protocol::text_of(&last.content), COMPACTION_INSTRUCTION);
         assert_eq!(

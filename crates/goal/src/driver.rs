@@ -75,7 +75,9 @@ fn cancelled_round(agent: &AgentHandle) -> bool {
 
 /// One drive at idle.
 pub fn drive(goals: &Goals, agent: &AgentHandle) {
-    if agent.status() != AgentStatus::Idle {
+    // A closed agent (a one-shot run whose task has ended, or one being disposed) gets no
+    // round, and no `queue-failed` block either: not being able to queue is not a failure.
+    if !agent.accepts_input() || agent.status() != AgentStatus::Idle {
         return;
     }
     let Some(state) = goals.current(agent) else {

@@ -74,7 +74,8 @@ impl dsh_plugin::Plugin for RepeatPlugin {
 
 impl dsh_plugin::HostPlugin for RepeatPlugin {
     const NAME: &'static str = "repeat-tool-reminder";
-    const ENABLED_BY_DEFAULT: bool = false;
+    // On: silent until the same call repeats, then advisory only.
+    const ENABLED_BY_DEFAULT: bool = true;
 }
 
 /// No settings: zero-config like upstream's.

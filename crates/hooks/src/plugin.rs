@@ -94,6 +94,11 @@ impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
             .map_err(dsh_plugin::PluginError::msg)?;
         if let Some(bridge) = loaded.bridge {
             bridge.install(ctx, &host.tools, &host.hooks);
+            if D::DIALECT == Dialect::ClaudeCode {
+                // The subagent runtime finds the bridge here for SubagentStart / SubagentStop.
+                ctx.provide(bridge)
+                    .map_err(dsh_plugin::PluginError::other)?;
+            }
         }
         Ok(())
     }

@@ -260,6 +260,9 @@ impl Host {
         let store = options
             .store
             .unwrap_or_else(|| Arc::new(JsonlStore::new(options.config.home.clone())));
+        // Plugins that keep sessions of their own (subagent children) create them here too;
+        // plugins that read other sessions (`@session` references) read them here.
+        root.provide::<dyn SessionStore>(store.clone())?;
         let (reports, _) = broadcast::channel(16);
         let host = Self {
             inner: Arc::new(Inner {
@@ -789,6 +792,17 @@ impl SessionHost {
             .ok_or_else(|| HostError::Invalid(format!("unknown mode: {name}")))?;
         let context = SessionContext::of(agent.scope())
             .ok_or_else(|| HostError::Invalid("the session has no permission state".into()))?;
+        // A terminal keeps the confinement it was opened with: the sandbox mode may not move
+        // under an agent's open (or opening) terminals.
+        if let Some(terminals) = agent.scope().service::<dsh_terminal::TerminalService>() {
+            terminals
+                .check_mode_switch(
+                    agent.id(),
+                    context.permissions().sandbox.as_str(),
+                    preset.permissions.sandbox.as_str(),
+                )
+                .map_err(|error| HostError::Invalid(error.message))?;
+        }
         self.inner
             .services
             .sessions

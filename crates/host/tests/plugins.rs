@@ -604,3 +604,153 @@ async fn a_config_change_of_the_sandbox_follows_live_sessions_unless_a_client_ch
     assert_eq!(sessions.current_preset(&other).unwrap().name, "read-only");
     rig.host.shutdown();
 }
+
+#[tokio::test]
+async fn file_references_provide_the_candidates_and_the_read_guidance() {
+    cycle(
+        "file-references",
+        json!({}),
+        json!({"max_results": 5, "excluded_directories": ["target"]}),
+        |before, a| {
+            assert!(before.section("context:file-reference").is_none());
+            assert_eq!(
+                a.section("context:file-reference"),
+                Some(dsh_references::FILE_REFERENCE_GUIDANCE),
+                "the session can read, so the guidance shows"
+            );
+        },
+        |_, b| assert!(b.section("context:file-reference").is_some()),
+    )
+    .await;
+    // Without a `read` tool the section is empty (dropped at render time).
+    let rig = Rig::new(off("fs")).await;
+    assert_eq!(rig.snapshot().section("context:file-reference"), Some(""));
+    assert!(
+        rig.host
+            .sessions()
+            .service::<dsh_references::FileReferences>()
+            .is_some()
+    );
+    rig.host.shutdown();
+}
+
+#[tokio::test]
+async fn session_references_time_and_tmux_each_add_one_pre_step_listener() {
+    for (name, a, b) in [
+        (
+            "session-references",
+            json!({"enabled": true}),
+            json!({"enabled": true, "max_references": 2, "max_reference_bytes": 4096}),
+        ),
+        (
+            "time-context",
+            json!({"enabled": true}),
+            json!({"enabled": true, "time_zone": "Europe/Paris", "refresh_interval_ms": 60000}),
+        ),
+        (
+            "tmux-context",
+            json!({"enabled": true}),
+            json!({"enabled": true, "refresh_interval_ms": 0}),
+        ),
+    ] {
+        cycle(
+            name,
+            a,
+            b,
+            |before, a| assert_eq!(a.pre_step, before.pre_step + 1),
+            |before, b| assert_eq!(b.pre_step, before.pre_step + 1),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn context_plugin_values_are_checked_with_upstream_texts() {
+    for (name, table, text) in [
+        (
+            "time-context",
+            json!({"enabled": true, "time_zone": "Mars/Olympus"}),
+            "time-context: invalid IANA timeZone \"Mars/Olympus\"",
+        ),
+        (
+            "time-context",
+            json!({"enabled": true, "refresh_interval_ms": -1}),
+            "time-context: refreshIntervalMs must be a non-negative safe integer, got -1",
+        ),
+        (
+            "tmux-context",
+            json!({"enabled": true, "refresh_interval_ms": 1.5}),
+            "tmux-context: refreshIntervalMs must be a non-negative safe integer, got 1.5",
+        ),
+        (
+            "session-references",
+            json!({"enabled": true, "max_references": 4}),
+            "session-reference: maxReferences must not exceed 3",
+        ),
+        (
+            "file-references",
+            json!({"max_results": 0}),
+            "file-reference-local: maxResults must be a positive safe integer",
+        ),
+        (
+            "file-references",
+            json!({"excluded_directories": ["a/b"]}),
+            "file-reference-local: excludedDirectories entries must be non-empty directory basenames",
+        ),
+    ] {
+        let rig = Rig::new(off(name)).await;
+        let before = rig.snapshot();
+        let report = rig.reload(plugin(name, table)).await;
+        match &report {
+            ReloadReport::Partial { failed, .. } => {
+                assert!(
+                    failed.iter().any(|(_, e)| e.contains(text)),
+                    "{name}: {report:?}"
+                );
+            }
+            other => panic!("{name}: expected a refusal, got {other:?}"),
+        }
+        assert_eq!(rig.snapshot(), before, "{name}: nothing was mounted");
+        rig.host.shutdown();
+    }
+}
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preset_switch_is_refused_while_the_agent_has_a_terminal_open() {
+    let rig = Rig::new(plugin("terminal", json!({"enabled": true}))).await;
+    let sessions = rig.host.sessions();
+    let agent: Arc<dyn dsh_tools::AgentHandle> = Arc::new(rig.agent.clone());
+    let call = |name: &str, args: Value| {
+        dsh_tools::ToolCallInput::new("call", name, args, dsh_tools::CancellationToken::new())
+            .agent(agent.clone())
+    };
+    let opened = sessions
+        .registry()
+        .execute(call("terminal_open", json!({"type": "shell"})))
+        .await;
+    assert!(!opened.is_error, "{}", opened.text());
+    let refused = sessions
+        .set_preset(&rig.agent, "read-only")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("cannot change sandbox mode from \"workspace-write\" to \"read-only\" while persistent terminal sessions are open"),
+        "{refused}"
+    );
+    assert_eq!(
+        sessions.current_preset(&rig.agent).unwrap().name,
+        "workspace-write"
+    );
+    let id = opened.text();
+    let id = id
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .find(|word| word.starts_with("pty-"))
+        .unwrap()
+        .to_owned();
+    let closed = sessions
+        .registry()
+        .execute(call("terminal_close", json!({"sessionId": id})))
+        .await;
+    assert!(!closed.is_error, "{}", closed.text());
+    sessions.set_preset(&rig.agent, "read-only").unwrap();
+    rig.host.shutdown();
+}

@@ -171,8 +171,9 @@ impl WorkspaceInstructions {
         agent
             .log()
             .derive_messages()
-            .into_iter()
+            .iter()
             .filter(|m| is_instructions(&m.source))
+            .cloned()
             .collect()
     }
 

@@ -1,6 +1,6 @@
 //! The adapter seam: what the loop hands a provider and what it gets back.
 
-use dsh_protocol::Message;
+use dsh_protocol::MessageList;
 use dsh_protocol::StreamChunk;
 use dsh_protocol::ToolSchema;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,9 @@ pub struct ModelRequest {
     pub model: String,
     /// The rendered system prompt; `None` or empty sends no system entry.
     pub system: Option<String>,
-    pub messages: Vec<Message>,
+    /// The history, shared with the log it was derived from (cloning a request is cheap, and
+    /// adapters may cache each message's encoding by identity; see `wire`).
+    pub messages: MessageList,
     pub tools: Vec<ToolSchema>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,

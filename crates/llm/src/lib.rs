@@ -16,6 +16,7 @@ mod error;
 pub mod openai;
 mod providers;
 mod retry;
+pub mod wire;
 
 pub use adapter::ChunkStream;
 pub use adapter::ModelAdapter;
@@ -54,6 +55,7 @@ pub use dsh_protocol::ContentBlock;
 pub use dsh_protocol::FinishReason;
 pub use dsh_protocol::LlmFailure;
 pub use dsh_protocol::Message;
+pub use dsh_protocol::MessageList;
 pub use dsh_protocol::Role;
 pub use dsh_protocol::StreamChunk;
 pub use dsh_protocol::TokenUsage;

@@ -25,6 +25,7 @@ use crate::deepseek::images;
 use crate::deepseek::stream;
 use crate::providers::EnvLookup;
 use crate::providers::ProviderSettings;
+use crate::wire::WireBody;
 use tokio_util::sync::CancellationToken;
 
 /// The provider route id of this adapter.
@@ -151,7 +152,7 @@ impl OpenAiCompatibleAdapter {
         self.config.models.iter().find(|entry| entry.id == model)
     }
 
-    fn body(&self, request: &ModelRequest) -> Result<Vec<u8>, LlmFailure> {
+    fn body(&self, request: &ModelRequest) -> Result<WireBody, LlmFailure> {
         let mut value = if body::has_image(&request.messages) {
             let accepts = self
                 .entry(&request.model)
@@ -172,12 +173,15 @@ impl OpenAiCompatibleAdapter {
             body::build(request, None, None)
         };
         strip_extensions(&mut value, self.effort(request));
-        serde_json::to_vec(&value).map_err(|error| {
+        let bytes = serde_json::to_vec(&value).map_err(|error| {
             LlmFailure::new(
                 codes::INVALID_REQUEST,
                 format!("cannot encode the request body: {error}"),
             )
-        })
+        })?;
+        let mut wire = WireBody::new();
+        wire.push(bytes.into());
+        Ok(wire)
     }
 
     /// The effort to forward: the request's, else the configured one; `off` forwards nothing.
@@ -316,11 +320,12 @@ mod tests {
         assistant.role = dsh_protocol::Role::Assistant;
         let request = ModelRequest {
             model: "local".into(),
-            messages: vec![assistant],
+            messages: vec![assistant].into(),
             reasoning_effort: Some("high".into()),
             ..ModelRequest::default()
         };
-        let body: Value = serde_json::from_slice(&adapter.body(&request).unwrap()).unwrap();
+        let body: Value =
+            serde_json::from_slice(&adapter.body(&request).unwrap().to_vec()).unwrap();
         assert!(body.get("thinking").is_none());
         assert_eq!(body["reasoning_effort"], "high");
         assert!(body["messages"][0].get("reasoning_content").is_none());
@@ -328,7 +333,7 @@ mod tests {
             reasoning_effort: Some("off".into()),
             ..request
         };
-        let body: Value = serde_json::from_slice(&adapter.body(&quiet).unwrap()).unwrap();
+        let body: Value = serde_json::from_slice(&adapter.body(&quiet).unwrap().to_vec()).unwrap();
         assert!(body.get("reasoning_effort").is_none());
     }
 

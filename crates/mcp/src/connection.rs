@@ -33,11 +33,55 @@ use crate::error::ConfigError;
 pub const CLIENT_NAME: &str = "dsh-mcp-client";
 pub const CLIENT_VERSION: &str = "0.0.1";
 
-/// Receives server notifications; only `tools/list_changed` matters to the bridge.
+/// Where a call's `notifications/progress` go: progress token → a line writer.
+pub(crate) type ProgressRoutes =
+    std::sync::Mutex<HashMap<String, Arc<dyn Fn(String) + Send + Sync>>>;
+
+/// What the client offers a server beyond tools: the workspace roots and progress routing.
+#[derive(Clone, Default)]
+pub(crate) struct ClientSide {
+    /// `file://` URIs answered to `roots/list` (the capability is declared when non-empty).
+    pub(crate) roots: Vec<String>,
+    pub(crate) progress: Arc<ProgressRoutes>,
+    /// Who answers `elicitation/create` (the capability is declared when present).
+    pub(crate) questions: Option<Arc<dsh_user_questions::UserQuestions>>,
+    /// The server's name, shown with its questions.
+    pub(crate) server: String,
+}
+
+/// Receives server notifications and requests: `tools/list_changed`, progress, `roots/list`.
 #[derive(Clone)]
 struct Handler {
     info: ClientConfig,
     list_changed: Arc<Notify>,
+    side: ClientSide,
+}
+
+pub(crate) fn token_key(token: &rmcp::model::ProgressToken) -> String {
+    match &token.0 {
+        rmcp::model::NumberOrString::String(s) => s.to_string(),
+        rmcp::model::NumberOrString::Number(n) => n.to_string(),
+    }
+}
+
+/// `progress <p>/<total>: <message>` (parts omitted when absent), one line.
+pub(crate) fn progress_line(progress: f64, total: Option<f64>, message: Option<&str>) -> String {
+    let number = |n: f64| {
+        if n.fract() == 0.0 && n.abs() < 1e15 {
+            format!("{}", n as i64)
+        } else {
+            format!("{n}")
+        }
+    };
+    let mut line = format!("progress {}", number(progress));
+    if let Some(total) = total {
+        line.push_str(&format!("/{}", number(total)));
+    }
+    if let Some(message) = message.filter(|m| !m.is_empty()) {
+        line.push_str(&format!(": {message}"));
+    }
+    line.push('\n');
+    line
 }
 
 impl ClientHandler for Handler {
@@ -47,6 +91,74 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.list_changed.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let key = token_key(&params.progress_token);
+        let route = self
+            .side
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+            .cloned();
+        if let Some(route) = route {
+            route(progress_line(
+                params.progress,
+                params.total,
+                params.message.as_deref(),
+            ));
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let decline = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline);
+        let Some(questions) = self.side.questions.as_deref() else {
+            return Ok(decline);
+        };
+        match request {
+            rmcp::model::ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                let schema = serde_json::to_value(&requested_schema).unwrap_or_default();
+                Ok(crate::elicit::ask_form(
+                    questions,
+                    &self.side.server,
+                    &message,
+                    &schema,
+                    context.ct.clone(),
+                )
+                .await)
+            }
+            // URL mode is never declared; a server that sends it (or a later mode) is declined.
+            _ => Ok(decline),
+        }
+    }
+
+    // Roots are deprecated upstream (SEP-2577) but still what servers of this protocol
+    // generation ask for; the session's workspace is the answer.
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let roots = self
+            .side
+            .roots
+            .iter()
+            .map(|uri| rmcp::model::Root::new(uri.clone()))
+            .collect();
+        Ok(rmcp::model::ListRootsResult::new(roots))
     }
 }
 
@@ -59,6 +171,11 @@ pub(crate) struct Connection {
     pub(crate) closed: CancellationToken,
     shutdown: CancellationToken,
     pub(crate) pid: Option<u32>,
+    /// The server's `instructions` from `initialize`.
+    pub(crate) instructions: Option<String>,
+    /// Whether the server offers resources / prompts.
+    pub(crate) has_resources: bool,
+    pub(crate) has_prompts: bool,
 }
 
 impl Connection {
@@ -122,13 +239,25 @@ pub(crate) async fn connect(
     transport: &Transport,
     list_changed: Arc<Notify>,
     timeout: Duration,
+    side: ClientSide,
 ) -> Result<Connection, String> {
+    let mut capabilities = ClientCapabilities::default();
+    if !side.roots.is_empty() {
+        capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
+    }
+    if side.questions.is_some() {
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::new()),
+        );
+    }
     let handler = Handler {
         info: ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new(CLIENT_NAME, CLIENT_VERSION),
         ),
         list_changed,
+        side,
     };
     let shutdown = CancellationToken::new();
     let (running, pid) = match transport {
@@ -206,6 +335,17 @@ pub(crate) async fn connect(
     };
     let closed = CancellationToken::new();
     let peer = running.peer().clone();
+    let info = peer.peer_info();
+    let instructions = info
+        .as_ref()
+        .and_then(|i| i.instructions.clone())
+        .filter(|t| !t.trim().is_empty());
+    let has_resources = info
+        .as_ref()
+        .is_some_and(|i| i.capabilities.resources.is_some());
+    let has_prompts = info
+        .as_ref()
+        .is_some_and(|i| i.capabilities.prompts.is_some());
     let watcher = closed.clone();
     let name = server.to_owned();
     tokio::spawn(async move {
@@ -218,6 +358,9 @@ pub(crate) async fn connect(
         closed,
         shutdown,
         pid,
+        instructions,
+        has_resources,
+        has_prompts,
     })
 }
 

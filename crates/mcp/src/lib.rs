@@ -12,8 +12,10 @@
 //! tools, approval.
 //! Must not depend on: the host, a front-end, any `dsh-tool-*` crate.
 
+mod commands;
 mod config;
 mod connection;
+mod elicit;
 mod error;
 mod list;
 mod naming;
@@ -22,6 +24,8 @@ mod render;
 mod server;
 mod tool;
 
+pub use commands::prompt_arguments;
+pub use commands::register_prompt_commands;
 pub use config::DEFAULT_TIMEOUT_MS;
 pub use config::McpServerConfig;
 pub use config::ReconnectConfig;
@@ -37,6 +41,7 @@ pub use list::McpServers;
 pub use list::list_servers;
 pub use list::mount_acp_servers;
 pub use list::mount_servers;
+pub use naming::prompt_command;
 pub use naming::public_name;
 pub use plugin::McpPlugin;
 pub use plugin::McpSettings;
@@ -46,6 +51,7 @@ pub use render::default_media_types;
 pub use render::render_content;
 pub use server::McpOptions;
 pub use server::McpServer;
+pub use server::STARTUP_BUDGET;
 pub use server::ServerState;
 pub use server::ServerStatus;
 pub use server::ToolStatus;

@@ -62,7 +62,7 @@ pub async fn mount_servers(
     let mounts = configs
         .iter()
         .filter(|c| c.enabled)
-        .map(|config| McpServer::mount(parent, registry, config.clone(), options));
+        .map(|config| McpServer::mount_background(parent, registry, config.clone(), options));
     let mut servers = Vec::new();
     let mut failure = None;
     for outcome in futures::future::join_all(mounts).await {
@@ -77,6 +77,11 @@ pub async fn mount_servers(
         }
         return Err(error);
     }
+    // Start-up waits for first connects only this long; the rest arrive in the background.
+    let budget = options
+        .startup_budget
+        .unwrap_or(crate::server::STARTUP_BUDGET);
+    futures::future::join_all(servers.iter().map(|s| s.ready(budget))).await;
     Ok(McpServers { servers })
 }
 
@@ -107,6 +112,8 @@ async fn probe(config: &McpServerConfig) -> ServerStatus {
         transport: String::new(),
         state: ServerState::Disabled,
         tools: Vec::new(),
+        resources: Vec::new(),
+        prompts: Vec::new(),
         last_error: None,
     };
     let transport = match config.validate() {
@@ -123,10 +130,23 @@ async fn probe(config: &McpServerConfig) -> ServerStatus {
         return status;
     }
     let timeout = config.connect_timeout();
-    let listed = match connect(&config.name, &transport, Arc::new(Notify::new()), timeout).await {
-        Ok(connection) => list_tools(&connection, timeout).await,
-        Err(reason) => Err(reason),
+    let connected = connect(
+        &config.name,
+        &transport,
+        Arc::new(Notify::new()),
+        timeout,
+        crate::connection::ClientSide::default(),
+    )
+    .await;
+    let listed = match &connected {
+        Ok(connection) => list_tools(connection, timeout).await,
+        Err(reason) => Err(reason.clone()),
     };
+    if let Ok(connection) = &connected {
+        let (resources, prompts) = crate::server::catalog(connection, timeout).await;
+        status.resources = resources;
+        status.prompts = prompts;
+    }
     match listed {
         Ok(tools) => {
             status.state = ServerState::Connected;

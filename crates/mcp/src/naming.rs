@@ -42,6 +42,22 @@ pub fn public_name(server: &str, raw: &str) -> String {
     format!("{sanitised}_{hex}")
 }
 
+/// The slash command of an MCP prompt: `mcp__<server>__<prompt>`, lower-cased, every character
+/// outside `[a-z0-9_-]` replaced by `_` (command names must match `^[a-z][a-z0-9_-]*$`).
+pub fn prompt_command(server: &str, prompt: &str) -> String {
+    format!("mcp__{server}__{prompt}")
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;

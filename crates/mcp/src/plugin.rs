@@ -37,7 +37,38 @@ pub fn options(scope: &Scope, host: &HostServices) -> McpOptions {
                 store: store as Arc<dyn dsh_tools::AttachmentStore>,
                 accepts_images: Arc::new(move || accepts),
             }),
+        startup_budget: None,
+        // Configured servers serve every session: the launch folder is their root.
+        roots: vec![host.info.launch_cwd.clone()],
+        questions: dsh_user_questions::UserQuestions::for_scope(scope),
     }
+}
+
+/// `Instructions from MCP server "<name>":` blocks of every connected server visible from
+/// `agent` (configured and session servers).
+pub fn instructions_text(root: &Scope, agent: &Scope) -> String {
+    let mut texts: Vec<String> = Vec::new();
+    for servers in [
+        root.service::<crate::McpServers>(),
+        agent.service::<crate::McpServers>(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        for server in &servers.servers {
+            if let Some(text) = server.instructions() {
+                let block = format!(
+                    "Instructions from MCP server \"{}\":\n{}",
+                    server.name(),
+                    text.trim()
+                );
+                if !texts.contains(&block) {
+                    texts.push(block);
+                }
+            }
+        }
+    }
+    texts.join("\n\n")
 }
 
 /// The MCP client plugin.
@@ -52,11 +83,12 @@ impl Plugin for McpPlugin {
     }
 
     fn apply(&self, ctx: &Scope, config: McpSettings) -> Result<(), PluginError> {
-        if config.servers.is_empty() {
-            return Ok(());
-        }
         for server in &config.servers {
             server.validate().map_err(PluginError::other)?;
+        }
+        // Disabled rows alone mount nothing: no connection task, no prompt section.
+        if !config.servers.iter().any(|server| server.enabled) {
+            return Ok(());
         }
         let host = HostServices::of(ctx)?;
         let options = options(ctx, &host);
@@ -67,10 +99,33 @@ impl Plugin for McpPlugin {
         let connect = handle.spawn(async move {
             let outcome = crate::mount_servers(&scope, &registry, &config.servers, &options)
                 .await
-                .map(drop)
-                .map_err(|e| format!("cannot start the configured MCP servers: {e}"));
+                .map_err(|e| format!("cannot start the configured MCP servers: {e}"))
+                .and_then(|servers| {
+                    // Each server's prompts become slash commands once it is connected.
+                    if let Some(commands) = dsh_commands::CommandRegistry::of(&scope) {
+                        for server in &servers.servers {
+                            let task = crate::register_prompt_commands(&commands, server);
+                            server.scope().defer(move || task.abort());
+                        }
+                    }
+                    // Front-ends find the servers here (resources for `@server:uri`, prompts).
+                    scope
+                        .provide(Arc::new(servers))
+                        .map(drop)
+                        .map_err(|e| e.to_string())
+                });
             task.finish(outcome);
         });
+        // The servers' `instructions`, read at each assembly (servers connect late).
+        let instructions_root = ctx.clone();
+        host.prompts.register_section(
+            ctx,
+            dsh_plugin::Section::dynamic(
+                "mcp:instructions",
+                dsh_plugin::Slot::Tools,
+                move |agent| instructions_text(&instructions_root, agent),
+            ),
+        );
         ctx.defer(move || connect.abort());
         Ok(())
     }

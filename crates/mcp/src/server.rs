@@ -33,7 +33,17 @@ use crate::tool::define;
 pub struct McpOptions {
     /// Image attachments for MCP image content; `None` renders images as notices.
     pub images: Option<ImageSupport>,
+    /// How long [`crate::mount_servers`] waits for first connects before returning (the
+    /// rest connect in the background and their tools appear when ready). `None`: 3 s.
+    pub startup_budget: Option<Duration>,
+    /// The workspace folders answered to a server's `roots/list` (declared only when given).
+    pub roots: Vec<std::path::PathBuf>,
+    /// Where servers' elicitation requests are asked (`None`: the capability is not declared).
+    pub questions: Option<Arc<dsh_user_questions::UserQuestions>>,
 }
+
+/// The default start-up budget.
+pub const STARTUP_BUDGET: Duration = Duration::from_secs(3);
 
 /// Where a server stands. Serialised as `{"state": "connected"}` and so on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -77,6 +87,12 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// Currently registered tools (or, from [`crate::list_servers`], the listed ones).
     pub tools: Vec<ToolStatus>,
+    /// Resource URIs the server lists (probed by [`crate::list_servers`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub resources: Vec<String>,
+    /// Prompt names the server lists (probed by [`crate::list_servers`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub prompts: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -86,6 +102,8 @@ struct Generation {
     scope: Scope,
     definitions: Vec<Arc<ToolDefinition>>,
     tools: Vec<ToolStatus>,
+    /// The server's listing this generation was built from.
+    listing: String,
 }
 
 pub(crate) struct Shared {
@@ -95,6 +113,7 @@ pub(crate) struct Shared {
     registry: Arc<ToolRegistry>,
     scope: Scope,
     pub(crate) images: Option<ImageSupport>,
+    pub(crate) side: crate::connection::ClientSide,
     status: watch::Sender<ServerStatus>,
     live: Mutex<Option<Arc<Connection>>>,
     generation: Mutex<Option<Generation>>,
@@ -139,6 +158,45 @@ impl McpServer {
         config: McpServerConfig,
         options: &McpOptions,
     ) -> Result<McpServer, McpError> {
+        Self::mount_with(parent, registry, config, options, true).await
+    }
+
+    /// Mounts `config` and returns at once: the first connect (and every later one) runs in
+    /// the background, the tools register when `tools/list` answers. A server with
+    /// `fail_on_startup_error` is still awaited (its failure must fail the mount).
+    pub async fn mount_background(
+        parent: &Scope,
+        registry: &Arc<ToolRegistry>,
+        config: McpServerConfig,
+        options: &McpOptions,
+    ) -> Result<McpServer, McpError> {
+        let wait = config.fail_on_startup_error;
+        Self::mount_with(parent, registry, config, options, wait).await
+    }
+
+    /// Waits until the first connect settled (connected or failed) or `budget` passed.
+    pub async fn ready(&self, budget: Duration) {
+        let mut watch = self.watch();
+        let settled = async {
+            loop {
+                if !matches!(watch.borrow_and_update().state, ServerState::Connecting) {
+                    return;
+                }
+                if watch.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(budget, settled).await;
+    }
+
+    async fn mount_with(
+        parent: &Scope,
+        registry: &Arc<ToolRegistry>,
+        config: McpServerConfig,
+        options: &McpOptions,
+        await_first: bool,
+    ) -> Result<McpServer, McpError> {
         let transport = config.validate()?;
         let key = (
             Arc::as_ptr(registry) as usize,
@@ -164,8 +222,11 @@ impl McpServer {
             transport: transport.kind().to_owned(),
             state: ServerState::Connecting,
             tools: Vec::new(),
+            resources: Vec::new(),
+            prompts: Vec::new(),
             last_error: None,
         };
+        let server_name = config.name.clone();
         let shared = Arc::new(Shared {
             name: config.name.clone(),
             config,
@@ -173,6 +234,16 @@ impl McpServer {
             registry: registry.clone(),
             scope: scope.clone(),
             images: options.images.clone(),
+            side: crate::connection::ClientSide {
+                roots: options
+                    .roots
+                    .iter()
+                    .map(|p| format!("file://{}", p.display()))
+                    .collect(),
+                progress: Arc::default(),
+                questions: options.questions.clone(),
+                server: server_name,
+            },
             status: watch::Sender::new(status),
             live: Mutex::new(None),
             generation: Mutex::new(None),
@@ -189,6 +260,14 @@ impl McpServer {
                     shared.set_state(ServerState::Closed);
                 }
             });
+        }
+        if !await_first {
+            let background = shared.clone();
+            tokio::spawn(async move {
+                let connected = first_connect(&background).await;
+                supervise(background, connected).await;
+            });
+            return Ok(McpServer { shared });
         }
         let connected = match shared.connect_and_register().await {
             Ok(()) => true,
@@ -237,6 +316,152 @@ impl McpServer {
     pub fn pid(&self) -> Option<u32> {
         lock(&self.shared.live).as_ref().and_then(|c| c.pid)
     }
+
+    /// The live server's `instructions` (for the system prompt).
+    pub fn instructions(&self) -> Option<String> {
+        self.shared.live().and_then(|c| c.instructions.clone())
+    }
+
+    fn connection(&self) -> Result<Arc<Connection>, String> {
+        self.shared
+            .live()
+            .ok_or_else(|| format!("MCP server \"{}\" is not connected", self.shared.name))
+    }
+
+    /// `resources/list`, every page.
+    pub async fn resources(&self) -> Result<Vec<rmcp::model::Resource>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        match tokio::time::timeout(timeout, connection.peer.list_all_resources()).await {
+            Ok(Ok(resources)) => Ok(resources),
+            Ok(Err(e)) => Err(format!("resources/list failed: {e}")),
+            Err(_) => Err(format!(
+                "resources/list got no answer within {}ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// `resources/read` of `uri`: its contents as JSON (`{uri, mimeType?, text | blob}` each).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<serde_json::Value>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.to_owned());
+        match tokio::time::timeout(timeout, connection.peer.read_resource(params)).await {
+            Ok(Ok(result)) => {
+                let value = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+                Ok(value["contents"].as_array().cloned().unwrap_or_default())
+            }
+            Ok(Err(e)) => Err(format!("resources/read of {uri} failed: {e}")),
+            Err(_) => Err(format!(
+                "resources/read got no answer within {}ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// A resource as text for a prompt attachment (`@server:uri`, ACP resource links).
+    pub async fn resource_attachment(&self, uri: &str) -> Result<String, String> {
+        let contents = self.read_resource(uri).await?;
+        let mut parts = Vec::new();
+        for content in contents {
+            let at = content["uri"].as_str().unwrap_or(uri);
+            let mime = content["mimeType"]
+                .as_str()
+                .unwrap_or("application/octet-stream");
+            match (content["text"].as_str(), content["blob"].as_str()) {
+                (Some(text), _) => parts.push(format!(
+                    "Resource {at} from MCP server \"{}\":\n{text}",
+                    self.shared.name
+                )),
+                (None, Some(blob)) => parts.push(format!(
+                    "[binary resource {at} ({mime}, {} base64 characters) from MCP server \"{}\"]",
+                    blob.len(),
+                    self.shared.name
+                )),
+                _ => {}
+            }
+        }
+        if parts.is_empty() {
+            return Err(format!("resource {uri} has no contents"));
+        }
+        Ok(parts.join("\n\n"))
+    }
+
+    /// `prompts/list`, every page.
+    pub async fn prompts(&self) -> Result<Vec<rmcp::model::Prompt>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        match tokio::time::timeout(timeout, connection.peer.list_all_prompts()).await {
+            Ok(Ok(prompts)) => Ok(prompts),
+            Ok(Err(e)) => Err(format!("prompts/list failed: {e}")),
+            Err(_) => Err(format!(
+                "prompts/list got no answer within {}ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// `prompts/get`: the prompt's messages as text (one block per message).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Vec<String>, String> {
+        let connection = self.connection()?;
+        let timeout = self.shared.timeout();
+        let mut params = rmcp::model::GetPromptRequestParams::new(name.to_owned());
+        if !arguments.is_empty() {
+            params = params.with_arguments(arguments);
+        }
+        let result = match tokio::time::timeout(timeout, connection.peer.get_prompt(params)).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => return Err(format!("prompts/get of {name} failed: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "prompts/get got no answer within {}ms",
+                    timeout.as_millis()
+                ));
+            }
+        };
+        let value = serde_json::to_value(&result).map_err(|e| e.to_string())?;
+        Ok(value["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| {
+                let content = &m["content"];
+                content["text"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .or_else(|| content["resource"]["text"].as_str().map(str::to_owned))
+            })
+            .collect())
+    }
+}
+
+/// Resource URIs and prompt names a connection offers (empty when it offers none).
+pub(crate) async fn catalog(
+    connection: &Connection,
+    timeout: Duration,
+) -> (Vec<String>, Vec<String>) {
+    let resources = if connection.has_resources {
+        match tokio::time::timeout(timeout, connection.peer.list_all_resources()).await {
+            Ok(Ok(list)) => list.iter().map(|r| r.uri.clone()).collect(),
+            _ => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    let prompts = if connection.has_prompts {
+        match tokio::time::timeout(timeout, connection.peer.list_all_prompts()).await {
+            Ok(Ok(list)) => list.iter().map(|p| p.name.clone()).collect(),
+            _ => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    (resources, prompts)
 }
 
 /// The first name that occurs twice, if any.
@@ -281,6 +506,7 @@ impl Shared {
             &self.transport,
             self.list_changed.clone(),
             self.timeout(),
+            self.side.clone(),
         )
         .await?;
         let tools = list_tools(&connection, self.timeout()).await?;
@@ -302,6 +528,15 @@ impl Shared {
                 self.name
             ));
         }
+        // A reconnect that lists the same tools keeps the registered generation: the tool
+        // list the model sees stays byte-identical.
+        let listing = serde_json::to_string(tools).unwrap_or_default();
+        {
+            let generation = lock(&self.generation);
+            if generation.as_ref().is_some_and(|g| g.listing == listing) {
+                return Ok(());
+            }
+        }
         let mut definitions = Vec::with_capacity(tools.len());
         let mut statuses = Vec::with_capacity(tools.len());
         for tool in tools {
@@ -319,11 +554,11 @@ impl Shared {
         if let Some(old) = &previous {
             old.scope.dispose();
         }
-        match self.install(definitions, statuses) {
+        match self.install(definitions, statuses, listing) {
             Ok(()) => Ok(()),
             Err(error) => {
                 if let Some(old) = previous
-                    && let Err(restore) = self.install(old.definitions, old.tools)
+                    && let Err(restore) = self.install(old.definitions, old.tools, old.listing)
                 {
                     tracing::error!(server = %self.name, %restore, "could not restore the previous mcp tools");
                 }
@@ -336,6 +571,7 @@ impl Shared {
         &self,
         definitions: Vec<Arc<ToolDefinition>>,
         tools: Vec<ToolStatus>,
+        listing: String,
     ) -> Result<(), String> {
         let scope = self
             .scope
@@ -356,6 +592,7 @@ impl Shared {
             scope,
             definitions,
             tools,
+            listing,
         });
         Ok(())
     }
@@ -379,6 +616,24 @@ impl Shared {
             Err(reason) => {
                 tracing::warn!(server = %self.name, %reason, "mcp tool re-sync failed; keeping the previous tools");
             }
+        }
+    }
+}
+
+/// The first attempt of a background mount; a failure is logged and leaves the server
+/// reconnecting.
+async fn first_connect(shared: &Arc<Shared>) -> bool {
+    let attempt = tokio::select! {
+        () = shared.stop.cancelled() => return false,
+        attempt = shared.connect_and_register() => attempt,
+    };
+    match attempt {
+        Ok(()) => true,
+        Err(reason) => {
+            tracing::error!(server = %shared.name, %reason, "mcp server failed to start");
+            shared.record_error(reason);
+            shared.set_state(ServerState::Reconnecting { attempt: 1 });
+            false
         }
     }
 }
@@ -416,6 +671,7 @@ async fn supervise(shared: Arc<Shared>, mut connected: bool) {
             let mut next_ping = ping_every.map(|every| tokio::time::Instant::now() + every);
             loop {
                 tokio::select! {
+                    biased;
                     () = shared.stop.cancelled() => {
                         // Unmounted while a connect was finishing: do not leave it open.
                         shared.drop_connection();
@@ -434,9 +690,15 @@ async fn supervise(shared: Arc<Shared>, mut connected: bool) {
                 }
             }
             drop(connection);
-            tracing::warn!(server = %shared.name, "mcp server disconnected; unregistering its tools");
+            if shared.stop.is_cancelled() {
+                // Unmounting (a normal exit) closed the session: nothing to report.
+                shared.drop_connection();
+                return;
+            }
+            // The last good tools stay registered: the tool list (and the prompt cache) does
+            // not change during an outage; calls fail with a clear error until the server is back.
+            tracing::warn!(server = %shared.name, "mcp server disconnected; reconnecting");
             shared.drop_connection();
-            shared.unregister();
             shared.record_error("the connection closed".to_owned());
             if up.elapsed() >= ceiling {
                 failures = 0;
@@ -508,6 +770,8 @@ mod tests {
                 raw_name: "t".into(),
                 description: String::new(),
             }],
+            resources: Vec::new(),
+            prompts: Vec::new(),
             last_error: Some("the connection closed".into()),
         };
         assert_eq!(

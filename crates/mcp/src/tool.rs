@@ -1,6 +1,7 @@
 //! One MCP tool as a raw dsh tool: schema passed through verbatim, arguments unvalidated,
 //! `tools/call` bounded by the per-call timeout, the caller's signal and the connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_tools::DefineError;
@@ -42,6 +43,13 @@ pub(crate) fn define(
         None => (String::new(), None),
     };
     let raw = tool.name.to_string();
+    // `readOnlyHint` is the only annotation that changes scheduling: a read-only tool may
+    // overlap other concurrency-safe calls (the server answers them in parallel).
+    let read_only = tool
+        .annotations
+        .as_ref()
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false);
     let render_raw = raw.clone();
     let call_raw = raw.clone();
     Tool::builder(public_name(&name, &raw))
@@ -58,6 +66,7 @@ pub(crate) fn define(
                 Ok(render_content(&render_raw, content, images.as_ref()))
             },
         )
+        .concurrency_safe(move |_args: &Value| read_only)
         .run(move |args: Value, run: ToolRun| call(server.clone(), call_raw.clone(), args, run))
         .build()
 }
@@ -87,8 +96,47 @@ async fn call(
         _ => Map::new(),
     };
     let params = CallToolRequestParams::new(raw.clone()).with_arguments(arguments);
+    // Progress notifications become live output of this call (display only). rmcp assigns
+    // the request's progress token, so the route is keyed once the request is sent.
+    let route: Option<(Arc<crate::server::Shared>, ProgressWriter)> =
+        match (dsh_tools::output_sink(&run), server.upgrade()) {
+            (Some(sink), Some(shared)) => {
+                let call_id = run.call_id().to_owned();
+                let write: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |line: String| {
+                    sink.output(&call_id, dsh_tools::OutputStream::Stdout, line.as_bytes());
+                });
+                Some((shared, write))
+            }
+            _ => None,
+        };
+    let peer = connection.peer.clone();
+    let request = async move {
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let handle = peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::default())
+            .await?;
+        // Held until the answer: dropping it removes the route.
+        let _progress = route.map(|(shared, write)| {
+            let token = crate::connection::token_key(&handle.progress_token);
+            shared
+                .side
+                .progress
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(token.clone(), write);
+            ProgressGuard {
+                server: Arc::downgrade(&shared),
+                token,
+            }
+        });
+        match handle.await_response().await? {
+            rmcp::model::ServerResult::CallToolResult(result) => Ok(result),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    };
     let outcome = tokio::select! {
-        outcome = connection.peer.call_tool(params) => outcome,
+        outcome = request => outcome,
         () = connection.closed.cancelled() => {
             return Err(ToolError::new(format!(
                 "MCP server \"{name}\" disconnected while \"{raw}\" was running"
@@ -142,6 +190,28 @@ async fn call(
         value.insert("structuredContent".to_owned(), structured.clone());
     }
     Ok(Value::Object(value))
+}
+
+/// Writes one progress line to the call's live output.
+type ProgressWriter = Arc<dyn Fn(String) + Send + Sync>;
+
+/// Removes a call's progress route when the call ends, however it ends.
+struct ProgressGuard {
+    server: ServerLink,
+    token: String,
+}
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        if let Some(shared) = self.server.upgrade() {
+            shared
+                .side
+                .progress
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&self.token);
+        }
+    }
 }
 
 /// The error and its causes, `a: b: c`, skipping causes already quoted by their parent.

@@ -9,6 +9,7 @@
 //! Must not depend on: front-ends.
 
 pub mod command;
+pub mod modes;
 mod state;
 pub mod tool;
 
@@ -72,5 +73,6 @@ impl dsh_plugin::Plugin for PlanModePlugin {
 
 impl dsh_plugin::HostPlugin for PlanModePlugin {
     const NAME: &'static str = "plan-mode";
-    const ENABLED_BY_DEFAULT: bool = false;
+    // On like upstream's base bundle: `/plan`, the ACP `+plan` modes and `exit_plan_mode`.
+    const ENABLED_BY_DEFAULT: bool = true;
 }

@@ -144,6 +144,16 @@ impl SessionContext {
         }
     }
 
+    /// The same context with its permissions marked as set by `origin` (a delegated child's
+    /// are fixed when it starts: `Client`, so configuration reloads leave them alone).
+    pub fn with_origin(self, origin: PermissionsOrigin) -> Self {
+        *self
+            .origin
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = origin;
+        self
+    }
+
     /// The context of the agent `scope` belongs to (or any scope under it).
     pub fn of(scope: &Scope) -> Option<Arc<Self>> {
         scope.service::<Self>()

@@ -8,11 +8,13 @@
 //! Must not depend on: any other dsh crate, an async runtime, HTTP. It is data only.
 
 mod content;
+mod list;
 mod message;
 mod stream;
 
 pub use content::ContentBlock;
 pub use content::text_of;
+pub use list::MessageList;
 pub use message::Message;
 pub use message::MessageSource;
 pub use message::Role;

@@ -10,6 +10,7 @@
 
 mod candidates;
 mod grammar;
+mod plugin;
 mod session;
 mod session_uri;
 
@@ -28,6 +29,10 @@ pub use candidates::session_root;
 pub use grammar::AtToken;
 pub use grammar::active_at_token;
 pub use grammar::format_file_mention;
+pub use plugin::FileReferenceSettings;
+pub use plugin::FileReferencesPlugin;
+pub use plugin::SessionReferenceSettings;
+pub use plugin::SessionReferencesPlugin;
 pub use session::FittedReference;
 pub use session::SessionCandidate;
 pub use session::SessionListing;

@@ -1,11 +1,12 @@
-//! Session-log load speed for a 100,000-event log: `cargo bench -p dsh-session`.
+//! Session-log load speed and peak memory for a 100,000-event log:
+//! `cargo bench -p dsh-session --bench load`. The memory figures are printed first, measured in
+//! this fresh process (the kernel's peak-RSS mark is reset before each load).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write;
 
 use criterion::Criterion;
 use criterion::criterion_group;
-use criterion::criterion_main;
 use dsh_session::JsonlStore;
 
 /// A loop-shaped log: turns of one prompt, 90 streamed chunks, one answer.
@@ -76,5 +77,69 @@ fn load(c: &mut Criterion) {
     group.finish();
 }
 
+/// Resident set size and its peak mark, in bytes, from `/proc/self/status`.
+fn rss() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Peak memory above the resident baseline while `f` runs (Linux: `clear_refs` 5 resets the
+/// peak mark). `None` where the mark cannot be reset.
+fn peak_during<T>(f: impl FnOnce() -> T) -> Option<(u64, T)> {
+    std::fs::write("/proc/self/clear_refs", "5").ok()?;
+    let (base, _) = rss();
+    let out = f();
+    let (_, peak) = rss();
+    Some((peak.saturating_sub(base), out))
+}
+
+/// Measures one way of loading in a fresh copy of this process, so memory freed by an earlier
+/// measurement cannot be reused unseen by a later one.
+fn memory_report() {
+    const VAR: &str = "DSH_BENCH_LOAD_MEMORY";
+    if let Ok(what) = std::env::var(VAR) {
+        let home = tempfile::tempdir().unwrap();
+        let store = JsonlStore::new(home.path());
+        write_log(&store, 100_000);
+        let size = std::fs::metadata(store.path_for("big", None).unwrap())
+            .unwrap()
+            .len();
+        let peak = match what.as_str() {
+            "load" => peak_during(|| store.load("big").unwrap()).map(|(p, _)| p),
+            _ => peak_during(|| store.resume("big").unwrap()).map(|(p, _)| p),
+        };
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        match peak {
+            Some(peak) => println!(
+                "session_log_100k/{what}: file {:.1} MiB, peak {:.1} MiB above the baseline = {:.2}x the file",
+                mib(size),
+                mib(peak),
+                peak as f64 / size as f64
+            ),
+            None => println!("session_log_100k/{what}: peak memory not measurable here"),
+        }
+        std::process::exit(0);
+    }
+    for what in ["load", "resume"] {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .env(VAR, what)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
 criterion_group!(benches, load);
-criterion_main!(benches);
+
+fn main() {
+    memory_report();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -53,6 +53,15 @@ pub trait SessionStore: Send + Sync + std::fmt::Debug {
     fn list(&self) -> Result<Vec<SessionSummary>, SessionError>;
     /// Removes a stored session that is not live in this process.
     fn remove(&self, id: &str) -> Result<(), SessionError>;
+    /// The header of every stored session (subagent listings walk parent links with it).
+    /// Unreadable sessions are skipped.
+    fn headers(&self) -> Result<Vec<SessionHeader>, SessionError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter_map(|summary| self.load(&summary.id).ok().map(|loaded| loaded.header))
+            .collect())
+    }
 }
 
 impl SessionStore for JsonlStore {
@@ -86,6 +95,12 @@ impl SessionStore for JsonlStore {
     }
     fn remove(&self, id: &str) -> Result<(), SessionError> {
         JsonlStore::remove(self, id)
+    }
+    fn headers(&self) -> Result<Vec<SessionHeader>, SessionError> {
+        Ok(JsonlStore::headers(self)?
+            .into_iter()
+            .map(|(header, _)| header)
+            .collect())
     }
 }
 

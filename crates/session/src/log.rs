@@ -1,5 +1,6 @@
 //! `SessionLog`: the append-only log one agent owns (§1.5, §1.6).
 
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
 use dsh_protocol::Message;
+use dsh_protocol::MessageList;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -124,8 +126,8 @@ struct State {
     snapshot: Option<Arc<[Arc<Event>]>>,
     surface: Surface,
     turns: TurnState,
-    header_seq: Option<u64>,
-    context_seq: Option<u64>,
+    /// Seq of the latest event of each type.
+    last_by_kind: HashMap<String, u64>,
     /// Number of events already stored by `sink` (seeds of a fresh file are not).
     persisted: usize,
     sink: Option<FileSink>,
@@ -422,9 +424,28 @@ impl SessionLog {
     }
 
     /// Model history: every surface node's message, minus empty assistant messages (§1.6).
-    /// The messages are shared, immutable projections cached at append.
-    pub fn derive_messages(&self) -> Vec<Arc<Message>> {
+    /// O(1): the list is maintained at append and shared; the messages are immutable
+    /// projections cached at append, and keep their identity until a `replace` removes them.
+    pub fn derive_messages(&self) -> MessageList {
         lock(&self.inner.state).surface.messages()
+    }
+
+    /// The latest message of the derived history whose source has this `kind` (O(1)).
+    pub fn latest_message_of_kind(&self, kind: &str) -> Option<Arc<Message>> {
+        lock(&self.inner.state).surface.latest_of_kind(kind)
+    }
+
+    /// The latest message of the derived history whose source is `{kind:"plugin", plugin}`
+    /// (O(1)).
+    pub fn latest_message_from_plugin(&self, plugin: &str) -> Option<Arc<Message>> {
+        lock(&self.inner.state).surface.latest_from_plugin(plugin)
+    }
+
+    /// The latest event of type `kind` (O(1)).
+    pub fn last_of_kind(&self, kind: &str) -> Option<Arc<Event>> {
+        let state = lock(&self.inner.state);
+        let seq = *state.last_by_kind.get(kind)?;
+        state.events.get(seq as usize).cloned()
     }
 
     /// Seqs of the current surface nodes, in surface order.
@@ -443,18 +464,12 @@ impl SessionLog {
 
     /// The latest `request/header` event (`foldRequestHeader`).
     pub fn request_header(&self) -> Option<Arc<Event>> {
-        let state = lock(&self.inner.state);
-        state
-            .header_seq
-            .and_then(|seq| state.events.get(seq as usize).cloned())
+        self.last_of_kind(kind::REQUEST_HEADER)
     }
 
     /// The latest `request/context` event, kept as the log grows (no scan per request).
     pub fn request_context(&self) -> Option<Arc<Event>> {
-        let state = lock(&self.inner.state);
-        state
-            .context_seq
-            .and_then(|seq| state.events.get(seq as usize).cloned())
+        self.last_of_kind(kind::REQUEST_CONTEXT)
     }
 
     /// A receiver of every event committed from now on. A receiver that falls more than
@@ -518,8 +533,7 @@ impl State {
             snapshot: None,
             surface: Surface::default(),
             turns: TurnState::default(),
-            header_seq: None,
-            context_seq: None,
+            last_by_kind: HashMap::new(),
             persisted: 0,
             sink,
             clock: Arc::new(now_ms),
@@ -529,11 +543,11 @@ impl State {
     fn commit(&mut self, event: Arc<Event>, plan: crate::surface::Plan) {
         self.surface.apply(plan);
         self.turns.fold(&event);
-        if event.kind == kind::REQUEST_HEADER {
-            self.header_seq = Some(event.seq);
-        }
-        if event.kind == kind::REQUEST_CONTEXT {
-            self.context_seq = Some(event.seq);
+        match self.last_by_kind.get_mut(event.kind.as_str()) {
+            Some(seq) => *seq = event.seq,
+            None => {
+                self.last_by_kind.insert(event.kind.clone(), event.seq);
+            }
         }
         self.events.push(event);
         self.snapshot = None;

@@ -480,3 +480,136 @@ fn the_handle_is_shareable_across_tasks() {
     assert_send_sync::<SessionLog>();
     assert_send_sync::<Arc<Event>>();
 }
+
+fn plugin_user(text: &str, plugin: &str) -> UserMessage {
+    let mut m = Message::user(
+        vec![ContentBlock::text(text)],
+        MessageSource::plugin(plugin),
+    );
+    m.id = format!("id-{text}");
+    UserMessage(m)
+}
+
+#[test]
+fn the_derived_history_grows_in_place_and_a_replace_renews_only_the_replaced_part() {
+    let log = log();
+    let a = log
+        .append_data(&user("a"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let b = log
+        .append_data(&user("b"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let before = log.derive_messages();
+    let lineage = before.lineage();
+    drop(before);
+    log.append_data(&user("c"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let grown = log.derive_messages();
+    assert_eq!(grown.lineage(), lineage, "appends grow the same list");
+    assert_eq!(grown.len(), 3);
+
+    // A held list is not changed by later appends.
+    log.append_data(&user("d"), Some(SurfaceIntent::append()))
+        .unwrap();
+    assert_eq!(grown.len(), 3);
+    let after = log.derive_messages();
+    assert_eq!(after.len(), 4);
+    assert!(Arc::ptr_eq(&grown[2], &after[2]));
+
+    log.append_data(
+        &user("summary"),
+        Some(SurfaceIntent::replace(a.seq, b.seq, vec![a.seq, b.seq])),
+    )
+    .unwrap();
+    let replaced = log.derive_messages();
+    assert_ne!(replaced.lineage(), after.lineage());
+    let texts: Vec<_> = replaced
+        .iter()
+        .map(|m| dsh_protocol::text_of(&m.content))
+        .collect();
+    assert_eq!(texts, ["summary", "c", "d"]);
+    // The messages after the replaced span are the same objects as before.
+    assert!(Arc::ptr_eq(&replaced[1], &after[2]));
+    assert!(Arc::ptr_eq(&replaced[2], &after[3]));
+}
+
+#[test]
+fn the_latest_message_per_source_follows_appends_and_replaces() {
+    let log = log();
+    assert!(log.latest_message_of_kind("plugin").is_none());
+    let first = log
+        .append_data(&plugin_user("ctx-1", "ctx"), Some(SurfaceIntent::append()))
+        .unwrap();
+    log.append_data(&user("u"), Some(SurfaceIntent::append()))
+        .unwrap();
+    log.append_data(
+        &plugin_user("other-1", "other"),
+        Some(SurfaceIntent::append()),
+    )
+    .unwrap();
+    let text = |m: Option<Arc<Message>>| m.map(|m| dsh_protocol::text_of(&m.content));
+    assert_eq!(
+        text(log.latest_message_from_plugin("ctx")).as_deref(),
+        Some("ctx-1")
+    );
+    assert_eq!(
+        text(log.latest_message_of_kind("plugin")).as_deref(),
+        Some("other-1")
+    );
+    assert_eq!(
+        text(log.latest_message_of_kind("user")).as_deref(),
+        Some("u")
+    );
+    let second = log
+        .append_data(&plugin_user("ctx-2", "ctx"), Some(SurfaceIntent::append()))
+        .unwrap();
+    assert_eq!(
+        text(log.latest_message_from_plugin("ctx")).as_deref(),
+        Some("ctx-2")
+    );
+    // Replacing the newer one (say, by a compaction summary) brings back no stale answer: the
+    // index is rebuilt from what is still visible.
+    log.append_data(
+        &user("summary"),
+        Some(SurfaceIntent::replace(
+            second.seq,
+            second.seq,
+            vec![second.seq],
+        )),
+    )
+    .unwrap();
+    assert_eq!(
+        text(log.latest_message_from_plugin("ctx")).as_deref(),
+        Some("ctx-1")
+    );
+    log.append_data(
+        &user("summary-2"),
+        Some(SurfaceIntent::replace(
+            first.seq,
+            first.seq,
+            vec![first.seq],
+        )),
+    )
+    .unwrap();
+    assert_eq!(log.latest_message_from_plugin("ctx"), None);
+    // "summary-2" took the first node's place, so the later "summary" is still the latest.
+    assert_eq!(
+        text(log.latest_message_of_kind("user")).as_deref(),
+        Some("summary")
+    );
+}
+
+#[test]
+fn the_last_event_of_each_type_is_one_lookup() {
+    let log = log();
+    assert!(log.last_of_kind(kind::TURN_START).is_none());
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    log.append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap();
+    log.append_data(&StepStart { turn: 1, step: 2 }, None)
+        .unwrap();
+    assert_eq!(log.last_of_kind(kind::TURN_START).unwrap().seq, 0);
+    assert_eq!(log.last_of_kind(kind::STEP_START).unwrap().seq, 2);
+    log.append_ignorable("x/custom", json!({"n": 1})).unwrap();
+    assert_eq!(log.last_of_kind("x/custom").unwrap().data, json!({"n": 1}));
+}

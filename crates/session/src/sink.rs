@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -154,7 +155,7 @@ impl FileSink {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        std::fs::create_dir_all(&dir).map_err(|e| SessionError::io(&dir, e))?;
+        crate::store::create_private_dir(&dir)?;
         let tmp = dir.join(format!(
             ".session.jsonl.{}.{}.tmp",
             std::process::id(),
@@ -179,9 +180,11 @@ impl FileSink {
     }
 
     fn write_and_link(&self, tmp: &Path, lines: &[u8]) -> Result<u64, SessionError> {
+        // A log holds the whole conversation: readable by its owner only.
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(tmp)
             .map_err(|e| SessionError::io(tmp, e))?;
         let mut all = Vec::with_capacity(self.header_line.len() + 1 + lines.len());

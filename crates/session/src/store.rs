@@ -133,7 +133,7 @@ impl JsonlStore {
             return Err(SessionError::AlreadyExists { id: header.id });
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| SessionError::io(dir, e))?;
+            create_private_dir(dir)?;
         }
         let sink = crate::sink::FileSink::lazy(path, header.id.clone(), header.to_json_line());
         let seeded = seed.is_some();
@@ -281,6 +281,32 @@ impl JsonlStore {
         Ok(out)
     }
 
+    /// The header of every stored session (only each file's first line is read), with its
+    /// path. Unreadable entries are skipped with a warning.
+    pub fn headers(&self) -> Result<Vec<(SessionHeader, PathBuf)>, SessionError> {
+        use std::io::BufRead;
+        let mut out = Vec::new();
+        for project in read_dirs(&self.root)? {
+            for session in read_dirs(&project)? {
+                let path = session.join(LOG_FILE_NAME);
+                let Ok(file) = std::fs::File::open(&path) else {
+                    continue;
+                };
+                let mut line = Vec::new();
+                let read = std::io::BufReader::new(file).read_until(b'\n', &mut line);
+                match read.map_err(|e| SessionError::io(&path, e)).and_then(|_| {
+                    SessionHeader::parse_line(&path, line.strip_suffix(b"\n").unwrap_or(&line))
+                }) {
+                    Ok(header) => out.push((header, path)),
+                    Err(err) => {
+                        tracing::warn!(path = %path.display(), error = %err, "skipping unreadable session header")
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The stored log file of `id`, searched across project directories.
     pub fn find(&self, id: &str) -> Result<Option<PathBuf>, SessionError> {
         let segment = encode_segment(id)?;
@@ -325,6 +351,17 @@ impl JsonlStore {
             id: id.to_owned(),
         })
     }
+}
+
+/// Creates `dir` and its missing parents with mode 0700: a session folder (its log, its spill
+/// files) is its owner's only.
+pub(crate) fn create_private_dir(dir: &Path) -> Result<(), SessionError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| SessionError::io(dir, e))
 }
 
 /// Subdirectories of `dir`; a missing `dir` has none.

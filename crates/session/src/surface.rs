@@ -1,13 +1,19 @@
 //! The model-visible surface (§1.6) and the append-time rules that guard it (§1.5).
 //!
-//! Each surface node caches its projected message once, so `derive_messages` is a walk over
-//! `Arc`s, never a re-parse of the log.
+//! Each surface node caches its projected message once, and the derived history is kept beside
+//! the nodes as a shared [`MessageList`] that grows in place on every visible append, so
+//! `derive_messages` is O(1) and the messages of unchanged nodes keep their identity across a
+//! `replace` (only the replacing node is new). The latest visible message per source kind and per
+//! plugin is indexed the same way, for the "the newest X supersedes earlier ones" questions the
+//! loop and its plugins ask every step.
 
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use dsh_protocol::Message;
+use dsh_protocol::MessageList;
 use dsh_protocol::Role;
 use serde::Deserialize;
 use serde_json::Value;
@@ -37,6 +43,38 @@ pub(crate) enum Plan {
 pub(crate) struct Surface {
     nodes: Vec<Node>,
     generation: u64,
+    /// The visible messages of `nodes`, in order (the derived history).
+    visible: MessageList,
+    latest: Latest,
+}
+
+/// The latest visible message by source kind, and by plugin for `kind:"plugin"` sources.
+#[derive(Debug, Default)]
+struct Latest {
+    by_kind: HashMap<String, Arc<Message>>,
+    by_plugin: HashMap<String, Arc<Message>>,
+}
+
+impl Latest {
+    fn note(&mut self, message: &Arc<Message>) {
+        let kind = message.source.kind();
+        match self.by_kind.get_mut(kind) {
+            Some(slot) => *slot = message.clone(),
+            None => {
+                self.by_kind.insert(kind.to_owned(), message.clone());
+            }
+        }
+        if kind == "plugin"
+            && let Some(plugin) = message.source.get("plugin").and_then(Value::as_str)
+        {
+            match self.by_plugin.get_mut(plugin) {
+                Some(slot) => *slot = message.clone(),
+                None => {
+                    self.by_plugin.insert(plugin.to_owned(), message.clone());
+                }
+            }
+        }
+    }
 }
 
 impl Surface {
@@ -79,19 +117,41 @@ impl Surface {
     pub(crate) fn apply(&mut self, plan: Plan) {
         match plan {
             Plan::None => {}
-            Plan::Append(node) => self.nodes.push(node),
+            Plan::Append(node) => {
+                if let Some(message) = &node.message {
+                    self.visible.push(message.clone());
+                    self.latest.note(message);
+                }
+                self.nodes.push(node);
+            }
             Plan::Replace(span, node) => {
                 self.nodes.splice(span, [node]);
                 self.generation += 1;
+                // A replace is rare (compaction, pruning): rebuild the derived state once. The
+                // new list has a new lineage but shares every unchanged message.
+                self.visible = self
+                    .nodes
+                    .iter()
+                    .filter_map(|n| n.message.clone())
+                    .collect();
+                self.latest = Latest::default();
+                for message in self.visible.iter() {
+                    self.latest.note(message);
+                }
             }
         }
     }
 
-    pub(crate) fn messages(&self) -> Vec<Arc<Message>> {
-        self.nodes
-            .iter()
-            .filter_map(|n| n.message.clone())
-            .collect()
+    pub(crate) fn messages(&self) -> MessageList {
+        self.visible.clone()
+    }
+
+    pub(crate) fn latest_of_kind(&self, kind: &str) -> Option<Arc<Message>> {
+        self.latest.by_kind.get(kind).cloned()
+    }
+
+    pub(crate) fn latest_from_plugin(&self, plugin: &str) -> Option<Arc<Message>> {
+        self.latest.by_plugin.get(plugin).cloned()
     }
 
     pub(crate) fn seqs(&self) -> Vec<u64> {

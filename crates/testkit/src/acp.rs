@@ -102,7 +102,7 @@ fn client_reply(shared: &Mutex<Shared>, req: &Value) -> Value {
 
 /// Runs `dsh acp` through the whole script.
 pub async fn run(ctx: &RunContext<'_>, steps: &[Step], answers: &[PermissionAnswer]) -> AcpRun {
-    let mut child = match ctx.command(&["acp"]).spawn() {
+    let mut child = match crate::harness::spawn_retrying(&mut ctx.command(&["acp"])) {
         Ok(c) => c,
         Err(e) => {
             return AcpRun {

@@ -64,15 +64,21 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             "[plugins.hooks-codex]\nconfig_path = \"codex-hooks.json\"\n\n",
         ));
     }
-    if files.iter().any(|file| file.contains("/goal.")) {
-        // The goal overlay mounts the goal domain, its tools and the round driver.
-        toml.push_str("[plugins.goal]\nenabled = true\n\n");
-    }
-    if files
-        .iter()
-        .any(|file| file.contains("ask-user") || file.contains("user-question"))
-    {
-        toml.push_str("[plugins.ask-user]\nenabled = true\n\n");
+    // Goals, plan mode, `ask_user_question` and the repeat-tool reminder are on in dsh by
+    // default (docs/steering.md); the recorded compositions mounted each only in its overlay.
+    let overlay = |needles: &[&str]| {
+        files
+            .iter()
+            .any(|file| needles.iter().any(|needle| file.contains(needle)))
+    };
+    for (plugin, needles) in [
+        ("goal", &["/goal."][..]),
+        ("plan-mode", &["plan-mode", "/plan."][..]),
+        ("ask-user", &["ask-user", "user-question"][..]),
+        ("repeat-tool-reminder", &["repeat-tool", "/guard."][..]),
+    ] {
+        let enabled = overlay(needles);
+        let _ = write!(toml, "[plugins.{plugin}]\nenabled = {enabled}\n\n");
     }
     if uses("/session-title.cordis.yml") {
         // The overlay's LLM title provider capped the title reply at 32 output tokens.
@@ -80,6 +86,41 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
     } else {
         // The other compositions had no LLM title provider (and no title route to replay).
         toml.push_str("[plugins.session-title]\nenabled = false\n\n");
+    }
+    // Issue #17 capabilities: an overlay (or a feature tag) that composes them.
+    let features: Vec<&str> = spec.features.iter().map(String::as_str).collect();
+    let overlay = |words: &[&str]| {
+        files
+            .iter()
+            .any(|file| words.iter().any(|word| file.contains(word)))
+    };
+    if features.contains(&"pty") || overlay(&["terminal", "pty"]) {
+        toml.push_str("[plugins.terminal]\nenabled = true\n\n");
+    }
+    if features.contains(&"session-query") || overlay(&["session-query"]) {
+        toml.push_str("[plugins.session-query]\nenabled = true\n\n[plugins.session-query.index]\nopen_at = \"startup\"\n\n");
+    }
+    if features.contains(&"lsp") || overlay(&["lsp"]) {
+        // The language servers `.ci/run` installs under tests/lsp-servers.
+        let bin = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/lsp-servers/node_modules/.bin/"
+        );
+        let _ = write!(
+            toml,
+            concat!(
+                "[plugins.lsp]\nenabled = true\n\n",
+                "[plugins.lsp.servers.typescript]\ncommand = {ts}\nargs = [\"--stdio\"]\n",
+                "extension_to_language = {{ \".ts\" = \"typescript\", \".tsx\" = \"typescriptreact\", \".js\" = \"javascript\", \".jsx\" = \"javascriptreact\" }}\n\n",
+                "[plugins.lsp.servers.python]\ncommand = {py}\nargs = [\"--stdio\"]\n",
+                "extension_to_language = {{ \".py\" = \"python\" }}\n\n",
+            ),
+            ts = quote(&format!("{bin}typescript-language-server")),
+            py = quote(&format!("{bin}pyright-langserver")),
+        );
+    }
+    if overlay(&["bash-persistent", "persistent-bash"]) {
+        toml.push_str("[plugins.bash-persistent]\nenabled = true\n\n");
     }
     if uses("headless-agent/compaction.cordis.snapshot.yml") {
         // The keyless overflow composition: a 128 000-token catalog window, threshold 0.99,
@@ -136,6 +177,34 @@ mod tests {
     }
 
     #[test]
+    fn steering_plugins_on_by_default_are_mounted_only_by_their_overlays() {
+        let enabled = |files: Value| {
+            let spec = spec(serde_json::json!({"suite": "headless", "name": "g",
+                "upstream": {"config_files": files}}));
+            let parsed: toml::Table = toml::from_str(&config_toml(&spec, Path::new("/h"))).unwrap();
+            ["goal", "plan-mode", "ask-user", "repeat-tool-reminder"]
+                .map(|name| parsed["plugins"][name]["enabled"].as_bool().unwrap())
+        };
+        assert_eq!(
+            enabled(serde_json::json!(["examples/headless-agent/cordis.yml"])),
+            [false; 4]
+        );
+        assert_eq!(
+            enabled(serde_json::json!([
+                "examples/headless-agent/goal.cordis.snapshot.yml",
+                "examples/headless-agent/cordis.yml"
+            ])),
+            [true, false, false, false]
+        );
+        assert_eq!(
+            enabled(serde_json::json!([
+                "examples/acp-agent/ask-user.cordis.yml"
+            ])),
+            [false, false, true, false]
+        );
+    }
+
+    #[test]
     fn the_base_composition_does_not_spill_and_search_samples() {
         let base = spec(
             serde_json::json!({"suite": "acp", "name": "x", "upstream": {"config_files": ["examples/acp-agent/cordis.yml"]}}),
@@ -167,6 +236,33 @@ mod tests {
         assert!(toml.contains("glob_max_results = 4"));
         assert!(toml.contains("[tools]\nmode = \"code\""));
         assert!(toml.contains("[plugins.attachments]\nenabled = false"));
+    }
+
+    #[test]
+    fn issue_17_features_compose_their_plugins() {
+        let spec = spec(serde_json::json!({
+            "suite": "acp", "name": "lsp-hover", "features": ["lsp", "pty", "session-query"],
+            "upstream": {"config_files": ["examples/acp-agent/cordis.yml"]}
+        }));
+        let text = config_toml(&spec, Path::new("/h"));
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        let plugins = &parsed["plugins"];
+        assert_eq!(plugins["terminal"]["enabled"].as_bool(), Some(true));
+        assert_eq!(
+            plugins["session-query"]["index"]["open_at"].as_str(),
+            Some("startup")
+        );
+        let servers = &plugins["lsp"]["servers"];
+        assert!(
+            servers["typescript"]["command"]
+                .as_str()
+                .unwrap()
+                .ends_with("typescript-language-server")
+        );
+        assert_eq!(
+            servers["python"]["extension_to_language"][".py"].as_str(),
+            Some("python")
+        );
     }
 
     #[test]

@@ -20,6 +20,23 @@ pub struct RunContext<'a> {
     pub wait: Duration,
 }
 
+/// Spawns `cmd`, retrying briefly while the binary is "text file busy" (ETXTBSY): another
+/// thread of the caller that forks while a freshly written executable is still open for
+/// writing holds that descriptor for a moment, and the kernel refuses to execute the file.
+pub fn spawn_retrying(cmd: &mut tokio::process::Command) -> std::io::Result<tokio::process::Child> {
+    const ETXTBSY: i32 = 26;
+    let mut attempt = 0;
+    loop {
+        match cmd.spawn() {
+            Err(error) if error.raw_os_error() == Some(ETXTBSY) && attempt < 50 => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl RunContext<'_> {
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.bin);

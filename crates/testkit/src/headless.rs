@@ -34,7 +34,7 @@ pub fn task_of(spec: &ScenarioSpec) -> String {
 pub async fn run(ctx: &RunContext<'_>, task: &str, limit: Duration) -> HeadlessRun {
     let mut cmd = ctx.command(&["exec", "--output", "stream-json", task]);
     cmd.stdin(std::process::Stdio::null());
-    let child = match cmd.spawn() {
+    let child = match crate::harness::spawn_retrying(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             return HeadlessRun {

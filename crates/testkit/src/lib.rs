@@ -29,6 +29,7 @@ pub mod runner;
 pub mod scenario;
 pub mod session_log;
 pub mod sse;
+pub mod synthetic;
 pub mod workspace;
 
 pub use error::{Result, TestkitError};

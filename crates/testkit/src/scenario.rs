@@ -45,13 +45,12 @@ pub struct ScenarioSpec {
     /// Provenance, including the composition files the recorded run used.
     #[serde(default)]
     pub upstream: Map<String, Value>,
+    /// Test-only behaviour the recorded composition added (`fixture_plugins`).
+    #[serde(default)]
+    pub fixture_plugins: Vec<String>,
     /// `native`, `code` or `both`.
     #[serde(default)]
     pub mode: Option<String>,
-    /// Test-only behaviour the recorded composition added (the runner enables dsh's
-    /// equivalent test plugins).
-    #[serde(default)]
-    pub fixture_plugins: Vec<String>,
 }
 
 /// One client-script step: the `op` plus its op-specific fields, kept raw.

@@ -101,11 +101,11 @@ impl HostPlugin for LlmTitlePlugin {
 
 fn title_if_untitled(agent: &AgentHandle) {
     let log = agent.log();
-    let events = log.events();
-    if events.iter().any(|event| event.kind == kind::SESSION_TITLE) {
+    // Runs before every request: one lookup once titled, never a walk of the log.
+    if log.last_of_kind(kind::SESSION_TITLE).is_some() {
         return;
     }
-    let Some((seq, text)) = first_prompt(&events) else {
+    let Some((seq, text)) = first_prompt(&log.events()) else {
         return;
     };
     let title = fallback_title(&text);

@@ -99,18 +99,18 @@ impl LlmTitles {
         if header.parent_session.is_some() || header.delegation_depth > 0 {
             return;
         }
-        let events = log.events();
-        let already = events.iter().any(|event| {
-            event.kind == kind::REQUEST_HEADER
-                || event.kind == TITLE_LLM_REQUEST
-                || (event.kind == kind::SESSION_TITLE
-                    && event.data.pointer("/source/kind").and_then(|k| k.as_str())
-                        != Some("fallback"))
-        });
+        // Runs before every request, so these are lookups, not walks of the log. A fallback
+        // title is only written while a session has none, so the latest title is a fallback
+        // exactly when no other kind of title was ever set.
+        let already = log.last_of_kind(kind::REQUEST_HEADER).is_some()
+            || log.last_of_kind(TITLE_LLM_REQUEST).is_some()
+            || log.last_of_kind(kind::SESSION_TITLE).is_some_and(|event| {
+                event.data.pointer("/source/kind").and_then(|k| k.as_str()) != Some("fallback")
+            });
         if already {
             return;
         }
-        let Some((seq, text)) = super::first_prompt(&events) else {
+        let Some((seq, text)) = super::first_prompt(&log.events()) else {
             return;
         };
         {
@@ -283,7 +283,7 @@ impl TitlePlan {
         ModelRequest {
             model: self.route.model.clone(),
             system: Some(SYSTEM_PROMPT.to_owned()),
-            messages: vec![self.message.clone()],
+            messages: vec![self.message.clone()].into(),
             max_tokens: Some(self.max_tokens),
             session_id: Some(session_id),
             purpose: Some(RequestPurpose::SessionTitle),

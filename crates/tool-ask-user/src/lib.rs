@@ -226,5 +226,7 @@ impl dsh_plugin::Plugin for AskUserPlugin {
 
 impl dsh_plugin::HostPlugin for AskUserPlugin {
     const NAME: &'static str = "ask-user";
-    const ENABLED_BY_DEFAULT: bool = false;
+    // On: the TUI and ACP answer it; where no user can (`exec`, a child) it is the spec's
+    // rejection.
+    const ENABLED_BY_DEFAULT: bool = true;
 }

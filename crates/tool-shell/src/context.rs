@@ -104,7 +104,8 @@ impl ShellContext {
 
     /// The call's policy with this session's facts applied: dsh's home is hidden from the
     /// command, the session's own log, skills and spill folder stay readable.
-    pub(crate) fn confinement(&self) -> Option<SandboxPolicy> {
+    /// (Public: terminals confine a PTY shell with exactly this policy.)
+    pub fn confinement(&self) -> Option<SandboxPolicy> {
         let policy = self.sandbox.as_ref()?;
         let mut exposed = Vec::new();
         let mut hidden = Vec::new();
@@ -120,7 +121,9 @@ impl ShellContext {
         Some(policy.clone().hiding(hidden).exposing(exposed))
     }
 
-    pub(crate) fn child_env(&self) -> Vec<(String, String)> {
+    /// The environment a child of this context gets: the base scrubbed of secrets and stale
+    /// `DSH_*` values, plus the managed snapshot (terminals reuse it).
+    pub fn child_env(&self) -> Vec<(String, String)> {
         let managed = self.managed_env();
         match &self.base_env {
             Some(base) => crate::process::child_env(base.iter().cloned(), &managed),

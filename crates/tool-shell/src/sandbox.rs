@@ -394,6 +394,25 @@ impl SandboxPolicy {
         self.runner.launch(self, cwd)
     }
 
+    /// The confining wrapper for a program started in `cwd` under this policy: the wrapper
+    /// program and the arguments placed before the confined argv. `None` runs unconfined.
+    /// Terminals use it so a PTY shell gets exactly the confinement `bash` gets.
+    pub fn wrapper(&self, cwd: &Path) -> Option<(PathBuf, Vec<OsString>)> {
+        self.launch(cwd).map(|launch| (launch.program, launch.args))
+    }
+
+    /// [`SandboxPolicy::wrapper`] for a shell on its own PTY: the same confinement without
+    /// `--new-session`. That flag exists so a confined command cannot push input into the
+    /// user's terminal (TIOCSTI); a PTY shell's terminal is the one dsh created for it, which
+    /// it already types into, and without its controlling terminal the shell would have no
+    /// job control and no foreground group to interrupt.
+    pub fn pty_wrapper(&self, cwd: &Path) -> Option<(PathBuf, Vec<OsString>)> {
+        self.wrapper(cwd).map(|(program, args)| {
+            let args = args.into_iter().filter(|a| a != "--new-session").collect();
+            (program, args)
+        })
+    }
+
     pub fn writable_roots(&self) -> Vec<PathBuf> {
         match self.mode {
             SandboxMode::ReadOnly => Vec::new(),

@@ -67,10 +67,14 @@ impl Plugin for SkillPlugin {
                     };
                     if registry.get(crate::NAME, Some(scope)).is_some() {
                         let skills = roots.discover(session.cwd());
-                        let history = agent.log().derive_messages();
+                        // Only the latest catalog in the history matters; the log indexes
+                        // it, so this is no walk of the history per step.
+                        let latest = agent
+                            .log()
+                            .latest_message_of_kind(crate::catalog::CATALOG_KIND);
                         if let Some(catalog) = crate::catalog::catalog_message(
                             &skills,
-                            &history,
+                            latest.as_slice(),
                             &messages,
                             crate::catalog::DESCRIPTION_MAX_LENGTH,
                         ) {

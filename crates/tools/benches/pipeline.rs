@@ -1,5 +1,6 @@
-//! Pipeline benchmarks: one trivial call through every stage with three hooks installed,
-//! validating a 20-field argument object, and registering + disposing 1 000 tools.
+//! Pipeline benchmarks: one trivial call through every stage with three hooks installed (alone,
+//! and with 1,000 other tools registered), a call whose arguments fail validation, validating a
+//! 20-field argument object, and registering + disposing 1 000 tools.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -66,6 +67,55 @@ fn trivial_call(c: &mut Criterion) {
     });
 }
 
+/// The same call with 1,000 other tools registered: a lookup must not scan them.
+fn call_among_many_tools(c: &mut Criterion) {
+    let root = Scope::root();
+    let registry = ToolRegistry::install(&root, RegistryConfig::default()).unwrap();
+    for i in 0..1_000 {
+        registry
+            .register(&root, echo(&format!("other_{i}")))
+            .unwrap();
+    }
+    registry.register(&root, echo("echo")).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let signal = CancellationToken::new();
+    c.bench_function("pipeline/trivial_call_1000_other_tools", |b| {
+        b.to_async(&runtime).iter(|| {
+            let input = ToolCallInput::new("c1", "echo", json!({"text": "hi"}), signal.clone());
+            let registry = registry.clone();
+            async move {
+                let result = registry.execute(input).await;
+                assert!(!result.is_error);
+                black_box(result)
+            }
+        });
+    });
+}
+
+/// A call the model got wrong: a missing required field and a wrong type.
+fn invalid_arguments(c: &mut Criterion) {
+    let root = Scope::root();
+    let registry = ToolRegistry::install(&root, RegistryConfig::default()).unwrap();
+    registry.register(&root, echo("echo")).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let signal = CancellationToken::new();
+    c.bench_function("pipeline/invalid_arguments", |b| {
+        b.to_async(&runtime).iter(|| {
+            let input = ToolCallInput::new("c1", "echo", json!({"txt": 5}), signal.clone());
+            let registry = registry.clone();
+            async move {
+                let result = registry.execute(input).await;
+                assert!(result.is_error);
+                black_box(result)
+            }
+        });
+    });
+}
+
 fn validate_twenty_fields(c: &mut Criterion) {
     let mut properties = Map::new();
     let mut args = Map::new();
@@ -114,6 +164,8 @@ fn register_and_dispose(c: &mut Criterion) {
 criterion_group!(
     benches,
     trivial_call,
+    call_among_many_tools,
+    invalid_arguments,
     validate_twenty_fields,
     register_and_dispose
 );

@@ -35,10 +35,14 @@ use crate::live::LiveOutput;
 use crate::model::NoticeLevel;
 use crate::model::Presenters;
 use crate::model::Transcript;
+use crate::questions::PendingQuestions;
+use crate::questions::Step;
+use crate::questions::TuiQuestions;
 use crate::state::Completion;
 use crate::state::UiState;
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
+const QUESTION_FIRST: &str = "answer the question first: ↑↓ choose · enter answers · esc dismisses";
 const APPROVAL_FIRST: &str = "answer the approval first: y allow · n reject · esc cancels the turn";
 const COMPLETION_ITEMS: usize = 20;
 
@@ -122,6 +126,8 @@ struct Session {
     mode: Option<Disposer>,
     _approval: Option<Disposer>,
     _output: Option<Disposer>,
+    /// This UI as the user-questions provider (freed before the next session registers).
+    questions: Option<Disposer>,
 }
 
 /// Drives one UI: owns the state, the current agent and the approval channel.
@@ -133,6 +139,8 @@ pub struct Controller {
     session: Session,
     approval: TuiApproval,
     approvals: mpsc::UnboundedReceiver<PendingApproval>,
+    ask: TuiQuestions,
+    asked: mpsc::UnboundedReceiver<PendingQuestions>,
     /// `@path` candidates (the composed service if the host provides one).
     references: Arc<dsh_references::FileReferences>,
     output_tx: LiveOutput,
@@ -191,8 +199,9 @@ impl Controller {
         agent: AgentHandle,
     ) -> Self {
         let (approval, approvals) = TuiApproval::channel();
+        let (ask, asked) = TuiQuestions::channel();
         let (output_tx, output_rx) = LiveOutput::channel();
-        let session = attach(&registry, &approval, &output_tx, agent);
+        let session = attach(&registry, &approval, &ask, &output_tx, agent);
         let mut state = UiState::new(model, cwd.to_string_lossy(), session.agent.id());
         state.transcript = replay(&session);
         if !state.transcript.entries.is_empty() {
@@ -230,6 +239,8 @@ impl Controller {
             session,
             approval,
             approvals,
+            ask,
+            asked,
             references,
             last_ctrl_c: None,
             quit: false,
@@ -306,6 +317,11 @@ impl Controller {
                     self.state.approvals.push_back(pending);
                 }
             }
+            asked = self.asked.recv() => {
+                if let Some(asked) = asked {
+                    self.state.questions.push_back(asked);
+                }
+            }
             output = self.output_rx.recv() => {
                 if let Some((call_id, chunk)) = output {
                     self.state.transcript.append_output(&call_id, &chunk);
@@ -346,6 +362,16 @@ impl Controller {
         while let Ok(pending) = self.approvals.try_recv() {
             self.dirty = true;
             self.state.approvals.push_back(pending);
+        }
+        while let Ok(asked) = self.asked.try_recv() {
+            self.dirty = true;
+            self.state.questions.push_back(asked);
+        }
+        // A question whose call was cancelled is stale: its asker already gave up.
+        let before = self.state.questions.len();
+        self.state.questions.retain(|q| !q.signal.is_cancelled());
+        if self.state.questions.len() != before {
+            self.dirty = true;
         }
         while let Ok((call_id, chunk)) = self.output_rx.try_recv() {
             self.dirty = true;
@@ -490,6 +516,9 @@ impl Controller {
             self.approval_key(key);
             return;
         }
+        if !self.state.questions.is_empty() && self.question_key(key) {
+            return;
+        }
         if self.state.palette.is_some() && self.palette_key(key) {
             return;
         }
@@ -592,6 +621,58 @@ impl Controller {
         {
             pending.answer(answer);
         }
+    }
+
+    /// Keys the front question consumes; `false` passes the key on to the editor (typing a
+    /// free-text answer).
+    fn question_key(&mut self, key: KeyEvent) -> bool {
+        let Some(front) = self.state.questions.front_mut() else {
+            return false;
+        };
+        let free_text = front.on_free_text();
+        let step = match key.code {
+            KeyCode::Up | KeyCode::BackTab => {
+                front.move_by(-1);
+                Step::Pending
+            }
+            KeyCode::Down | KeyCode::Tab => {
+                front.move_by(1);
+                Step::Pending
+            }
+            KeyCode::Esc => {
+                if let Some(front) = self.state.questions.pop_front() {
+                    front.dismiss();
+                }
+                return true;
+            }
+            KeyCode::Enter if !key.modifiers.contains(KeyModifiers::SHIFT) => {
+                let typed = self.state.editor.text();
+                match front.confirm(&typed) {
+                    Some(step) => {
+                        if free_text {
+                            self.state.editor.clear();
+                        }
+                        step
+                    }
+                    None => {
+                        self.state.hint = Some(QUESTION_FIRST.to_owned());
+                        Step::Pending
+                    }
+                }
+            }
+            _ if free_text => return false,
+            KeyCode::Char(' ') => front.toggle(),
+            KeyCode::Char(c @ '1'..='9') => front.pick(c as usize - '0' as usize),
+            _ => Step::Ignored,
+        };
+        match step {
+            Step::Answered => {
+                self.state.questions.pop_front();
+            }
+            Step::Ignored => self.state.hint = Some(QUESTION_FIRST.to_owned()),
+            Step::Pending => {}
+        }
+        true
     }
 
     /// Keys the completion list consumes; `false` passes the key on to the editor.
@@ -811,8 +892,21 @@ impl Controller {
         for pending in self.state.approvals.drain(..) {
             pending.answer(Answer::Reject);
         }
+        for pending in self.state.questions.drain(..) {
+            pending.dismiss();
+        }
         self.approval.reset();
-        let session = attach(&self.registry, &self.approval, &self.output_tx, agent);
+        // One provider at a time: the old session's goes before the new one registers.
+        if let Some(questions) = self.session.questions.take() {
+            questions.dispose();
+        }
+        let session = attach(
+            &self.registry,
+            &self.approval,
+            &self.ask,
+            &self.output_tx,
+            agent,
+        );
         let old = std::mem::replace(&mut self.session, session);
         tokio::spawn(async move { old.agent.dispose().await });
         self.state.transcript = replay(&self.session);
@@ -844,6 +938,7 @@ mod commands;
 fn attach(
     registry: &Arc<ToolRegistry>,
     approval: &TuiApproval,
+    ask: &TuiQuestions,
     output: &LiveOutput,
     agent: AgentHandle,
 ) -> Session {
@@ -872,8 +967,16 @@ fn attach(
             None
         }
     };
+    let questions =
+        dsh_user_questions::UserQuestions::for_scope(agent.scope()).and_then(|service| {
+            service
+                .register_provider(agent.scope(), Arc::new(ask.clone()))
+                .inspect_err(|error| tracing::warn!(%error, "could not offer the question prompt"))
+                .ok()
+        });
     Session {
         presenters: Presenters::new(registry.clone(), agent.scope().clone()),
+        questions,
         model: None,
         agent,
         events,

@@ -2,7 +2,8 @@
 //!
 //! Owns: the transcript fold of session events ([`model`]), the frame renderer ([`view`],
 //! a pure function of [`UiState`]), the input editor, the inline approval channel
-//! ([`TuiApproval`]), live tool output into running cards ([`LiveOutput`]), the event loop and terminal safety (raw mode/alternate screen restored on
+//! ([`TuiApproval`]), the inline question prompt (`ask_user_question`, plan reviews:
+//! [`TuiQuestions`]), live tool output into running cards ([`LiveOutput`]), the event loop and terminal safety (raw mode/alternate screen restored on
 //! exit, panic and SIGTERM).
 //! Does not own: how agents are composed (the CLI supplies a [`SessionFactory`]), tools, models.
 //! Must not depend on: `dsh-cli`, `dsh-acp`, concrete tool crates, HTTP.
@@ -15,6 +16,7 @@ mod input;
 mod live;
 mod markdown;
 pub mod model;
+mod questions;
 mod render_cache;
 pub mod scrollback;
 mod state;
@@ -41,6 +43,8 @@ pub use live::OutputDropped;
 pub use model::CardSource;
 pub use model::Presenters;
 pub use model::Transcript;
+pub use questions::PendingQuestions;
+pub use questions::TuiQuestions;
 pub use render_cache::RenderCache;
 pub use state::Completion;
 pub use state::ContextFill;

@@ -102,6 +102,9 @@ pub struct UiState {
     pub editor: Editor,
     /// Prompts in arrival order; the front one is answered by keys.
     pub approvals: VecDeque<PendingApproval>,
+    /// Questions (`ask_user_question`, plan reviews) in arrival order; the front one is
+    /// answered by keys once no approval waits.
+    pub questions: VecDeque<crate::questions::PendingQuestions>,
     pub model: String,
     pub cwd: String,
     pub session_id: String,
@@ -145,6 +148,7 @@ impl UiState {
             transcript: Transcript::new(),
             editor: Editor::new(),
             approvals: VecDeque::new(),
+            questions: VecDeque::new(),
             model: model.into(),
             cwd: cwd.into(),
             session_id: session_id.into(),

@@ -43,7 +43,14 @@ pub fn render(state: &UiState, frame: &mut Frame<'_>) {
     let width = area.width as usize;
     let input_lines = input_lines(state, width.saturating_sub(2));
     let input_height = (input_lines.len().clamp(1, MAX_INPUT_LINES) + 2) as u16;
-    let approval = approval_lines(state, width.saturating_sub(2));
+    let (approval, title) = if state.approvals.is_empty() && !state.questions.is_empty() {
+        question_lines(state, width.saturating_sub(2), area.height as usize)
+    } else {
+        (
+            approval_lines(state, width.saturating_sub(2)),
+            " approval needed ".to_owned(),
+        )
+    };
     let approval_height = if approval.is_empty() {
         0
     } else {
@@ -66,7 +73,7 @@ pub fn render(state: &UiState, frame: &mut Frame<'_>) {
         let block = Block::default()
             .borders(Borders::ALL)
             .border_style(Style::default().fg(Color::Yellow))
-            .title(" approval needed ");
+            .title(title);
         frame.render_widget(Paragraph::new(approval).block(block), approval_area);
     }
     if !popup.is_empty() {
@@ -471,6 +478,96 @@ fn approval_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
         )));
     }
     lines
+}
+
+/// The front question: its header and text, the plan of a plan review, the option rows
+/// (ticks for multi-select), the free-text row and the keys; and the box title.
+fn question_lines(state: &UiState, width: usize, height: usize) -> (Vec<Line<'static>>, String) {
+    let Some(pending) = state.questions.front() else {
+        return (Vec::new(), String::new());
+    };
+    let Some(question) = pending.current() else {
+        return (Vec::new(), String::new());
+    };
+    let title = match (&question.header, pending.questions.len()) {
+        (Some(header), 1) => format!(" {header} "),
+        (Some(header), n) => format!(" {header} ({}/{n}) ", pending.index + 1),
+        (None, 1) => " question ".to_owned(),
+        (None, n) => format!(" question {}/{n} ", pending.index + 1),
+    };
+    let mut lines = wrap_line(
+        &Line::from(Span::styled(
+            question.question.clone(),
+            Style::default().add_modifier(Modifier::BOLD),
+        )),
+        width,
+        0,
+    );
+    if let Some(detail) = &question.detail {
+        // A plan gets at most half the screen; the rest of it is in the call card.
+        let budget = (height / 2).max(3);
+        let detail_lines: Vec<&str> = detail.lines().collect();
+        for line in detail_lines.iter().take(budget) {
+            lines.extend(wrap_line(
+                &Line::from(Span::raw((*line).to_owned())),
+                width,
+                2,
+            ));
+        }
+        if detail_lines.len() > budget {
+            lines.push(Line::from(Span::styled(
+                format!("  … {} more lines", detail_lines.len() - budget),
+                dim(),
+            )));
+        }
+    }
+    let multi = question.is_multi_select();
+    let rows = pending.rows();
+    let descriptions: Vec<Option<String>> = question
+        .options
+        .iter()
+        .flatten()
+        .map(|o| o.description.clone())
+        .collect();
+    for (i, row) in rows.iter().enumerate() {
+        let marker = if i == pending.selected { "› " } else { "  " };
+        let free_text = i + 1 == rows.len();
+        let tick = match (multi, free_text) {
+            (true, false) if pending.ticked.contains(&i) => "[x] ",
+            (true, false) => "[ ] ",
+            _ => "",
+        };
+        let number = if free_text {
+            String::new()
+        } else {
+            format!("{}. ", i + 1)
+        };
+        let style = if i == pending.selected {
+            Style::default().fg(Color::Black).bg(Color::Yellow)
+        } else if free_text {
+            dim()
+        } else {
+            Style::default()
+        };
+        let mut spans = vec![Span::styled(format!("{marker}{tick}{number}{row}"), style)];
+        if let Some(Some(description)) = descriptions.get(i) {
+            spans.push(Span::styled(format!("  {description}"), dim()));
+        }
+        lines.extend(wrap_line(&Line::from(spans), width, 4));
+    }
+    let keys = if multi {
+        "↑↓ move · space ticks · enter answers · esc dismisses"
+    } else {
+        "↑↓ move · 1-9 or enter answers · esc dismisses"
+    };
+    lines.push(Line::from(Span::styled(keys, dim())));
+    if state.questions.len() > 1 {
+        lines.push(Line::from(Span::styled(
+            format!("{} more waiting", state.questions.len() - 1),
+            dim(),
+        )));
+    }
+    (lines, title)
 }
 
 fn card_title(tool: &crate::model::ToolEntry) -> String {

@@ -155,6 +155,7 @@ async fn item_09_a_resource_link_reaches_the_model_inline() {
     let user: Vec<&Message> = request
         .messages
         .iter()
+        .map(|m| m.as_ref())
         .filter(|m| m.role == dsh_protocol::Role::User)
         .collect();
     assert_eq!(

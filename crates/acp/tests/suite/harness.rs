@@ -124,6 +124,7 @@ impl TestFactory {
             agent,
             tools: Some(self.registry.clone()),
             modes: Some(modes()),
+            mode_watch: None,
         })
     }
 }

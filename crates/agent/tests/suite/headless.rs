@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_agent::TurnEndReason;
+use dsh_agent::run_final;
 use dsh_agent::run_once;
 use dsh_agent::scripted::SCRIPT_EXHAUSTED;
 use dsh_agent::scripted::error_response;
@@ -162,4 +163,110 @@ async fn followups_racing_the_end_of_an_activity_are_never_stranded() {
         .collect();
     assert_eq!(prompts, (0..N).map(|i| format!("p{i}")).collect::<Vec<_>>());
     assert_eq!(rig.agent.pending(), (vec![], vec![]));
+}
+
+/// An idle listener that queues a followup, the way the goal-round driver and background-job
+/// notices do — synchronously inside the idle notification (`sync`) or from a spawned task.
+fn requeue_at_idle(rig: &Rig, sync: bool) -> Arc<std::sync::Mutex<Vec<String>>> {
+    use dsh_agent::AgentEvent;
+    use dsh_agent::AgentHandle;
+    use dsh_agent::AgentStatus;
+    let outcomes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = outcomes.clone();
+    let scope = rig.agent.scope().clone();
+    rig.hooks.events.register(&rig.root, move |event| {
+        if let AgentEvent::Status {
+            status: AgentStatus::Idle,
+            ..
+        } = event
+        {
+            let (scope, sink) = (scope.clone(), sink.clone());
+            let send = move || {
+                let Some(agent) = AgentHandle::from_scope(&scope) else {
+                    return;
+                };
+                if !sink.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                    return;
+                }
+                let outcome = match agent.followup(Message::user_text("round 1")) {
+                    Ok(()) => "queued".to_owned(),
+                    Err(error) => error.to_string(),
+                };
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(outcome);
+            };
+            if sync {
+                send();
+            } else {
+                tokio::spawn(async move { send() });
+            }
+        }
+        Ok(())
+    });
+    outcomes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_final_closes_the_input_at_the_idle_that_ends_its_task() {
+    for sync in [true, false] {
+        let rig = Rig::new();
+        let outcomes = requeue_at_idle(&rig, sync);
+        rig.adapter.push_chunks(text_response("done"));
+        rig.adapter.push_chunks(text_response("a second turn"));
+        let outcome = run_final(&rig.agent, "the task").await.unwrap();
+        assert_eq!(outcome.text, "done");
+        assert!(outcome.succeeded());
+        // Whenever the listener gets to run, the agent is already closed.
+        super::support::until(|| !outcomes.lock().unwrap().is_empty()).await;
+        assert_eq!(
+            *outcomes.lock().unwrap(),
+            ["agent \"session-test\" takes no more input: its final task has run"],
+            "sync = {sync}"
+        );
+        assert!(!rig.agent.accepts_input());
+        rig.agent.dispose().await;
+        assert_eq!(rig.of("turn/start").len(), 1, "sync = {sync}");
+        assert_eq!(rig.adapter.remaining(), 1, "no second request");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_once_leaves_the_agent_open_so_idle_work_runs() {
+    let rig = Rig::new();
+    let outcomes = requeue_at_idle(&rig, false);
+    rig.adapter.push_chunks(text_response("done"));
+    rig.adapter.push_chunks(text_response("a second turn"));
+    run_once(&rig.agent, "the task").await.unwrap();
+    super::support::until(|| rig.of("turn/end").len() == 2).await;
+    assert_eq!(*outcomes.lock().unwrap(), ["queued"]);
+    assert!(rig.agent.accepts_input());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_input_parked_behind_a_blocked_turn_still_runs() {
+    // The final task queued while another activity runs: that activity's end (here a
+    // failed turn that parks the inbox) does not close the input before the task ran.
+    let rig = Rig::new();
+    rig.adapter.push(dsh_agent::scripted::Script::Hang);
+    rig.adapter.push_chunks(text_response("the final answer"));
+    rig.agent.followup(Message::user_text("first")).unwrap();
+    super::support::until(|| !rig.of("request/header").is_empty()).await;
+    rig.agent
+        .followup_final(Message::user_text("final"))
+        .unwrap();
+    rig.agent.cancel(dsh_agent::CancelCause::User, true);
+    idle(&rig.agent).await;
+    assert!(rig.agent.accepts_input(), "the final input has not run yet");
+    rig.adapter.push_chunks(text_response("woken"));
+    rig.agent.followup(Message::user_text("wake")).unwrap();
+    idle(&rig.agent).await;
+    let texts: Vec<String> = rig
+        .of("user/message")
+        .iter()
+        .map(|e| text(&e.data))
+        .collect();
+    assert_eq!(texts, ["first", "final", "wake"]);
+    assert!(
+        !rig.agent.accepts_input(),
+        "closed once the final input ran"
+    );
 }

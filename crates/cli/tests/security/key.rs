@@ -118,3 +118,27 @@ async fn hook_commands_never_see_the_key() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_logs_and_their_folders_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let case = Case::new(User::Current);
+    let (out, _) = exec(&case, "workspace-write", &[bash("echo hi")]).await;
+    assert!(out.status.success());
+    let mut found = 0;
+    let mut stack = vec![case.home_path().join("sessions")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            if path.is_dir() {
+                assert_eq!(mode, 0o700, "{}", path.display());
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                assert_eq!(mode, 0o600, "{}", path.display());
+                found += 1;
+            }
+        }
+    }
+    assert_eq!(found, 1);
+}

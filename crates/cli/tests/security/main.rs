@@ -6,5 +6,6 @@
 mod escapes;
 mod faults;
 mod key;
+mod spawn;
 mod support;
 mod trust;

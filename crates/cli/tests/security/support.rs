@@ -115,7 +115,12 @@ impl Case {
             workspace: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
         };
-        case.write_home("config.toml", "[plugins.session-title]\nenabled = false\n");
+        // The replay scripts hold only the calls under test: no title request, and no
+        // compaction request when a huge argument fills the context window.
+        case.write_home(
+            "config.toml",
+            "[plugins.session-title]\nenabled = false\n\n[plugins.compaction]\nenabled = false\n",
+        );
         case.give(case.workspace.path());
         case.give(case.home.path());
         case
@@ -152,9 +157,20 @@ impl Case {
 
     /// `dsh <args>` in the workspace as the case's user, with the model at `base_url`.
     pub fn command(&self, args: &[&str], base_url: &str) -> Command {
+        self.command_under(&[], args, base_url)
+    }
+
+    /// [`Case::command`] with `dsh` started by `wrapper` (e.g. `strace -f -o FILE`); the case's
+    /// user still applies to the wrapper and dsh alike.
+    pub fn command_under(&self, wrapper: &[&str], args: &[&str], base_url: &str) -> Command {
         let dsh = dsh_for(self.user);
         let mut command = match self.user.uid() {
-            None => Command::new(&dsh),
+            None if wrapper.is_empty() => Command::new(&dsh),
+            None => {
+                let mut command = Command::new(wrapper[0]);
+                command.args(&wrapper[1..]).arg(&dsh);
+                command
+            }
             Some(uid) => {
                 let mut command = Command::new("setpriv");
                 command
@@ -162,6 +178,7 @@ impl Case {
                     .arg(format!("--regid={uid}"))
                     .arg("--clear-groups")
                     .arg("--")
+                    .args(wrapper)
                     .arg(&dsh);
                 command
             }

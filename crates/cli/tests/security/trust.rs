@@ -174,16 +174,21 @@ async fn an_untrusted_projects_mcp_server_never_starts() {
         assert!(stderr.contains("mcp"), "{user:?}: {stderr}");
         std::thread::sleep(std::time::Duration::from_millis(200));
         assert!(!marker.exists(), "{user:?}: the project's MCP command ran");
-        // `--trust-project` trusts the folder for one run: then the server starts.
+        // `--trust-project` trusts the folder for one run: then the server starts. (After the
+        // command's name: top-level arguments before it are read as the UI's prompt.)
         let task = "probe the sandbox";
         let server = serve(&scenario(task, &[])).await;
         let out = tokio::task::spawn_blocking({
-            let mut command = case.command(&["--trust-project", "exec", task], &server.url());
+            let mut command = case.command(&["exec", "--trust-project", task], &server.url());
             move || command.output().unwrap()
         })
         .await
         .unwrap();
-        let _ = out;
+        assert!(
+            out.status.success(),
+            "{user:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(
             marker.exists(),
             "{user:?}: --trust-project did not apply the project layer"

@@ -8,6 +8,8 @@ use serde_json::Map;
 use serde_json::Value;
 use serde_json::json;
 
+use bytes::Bytes;
+
 use super::Thinking;
 use super::images::ImageUrls;
 use super::images::TOOL_IMAGES_PREFIX;
@@ -15,6 +17,8 @@ use super::images::user_images;
 use crate::ModelRequest;
 use crate::RequestPurpose;
 use crate::retry::js_number;
+use crate::wire::HistoryEncoder;
+use crate::wire::WireBody;
 
 /// Efforts the wire accepts besides `off`.
 pub(crate) const WIRE_EFFORTS: [&str; 3] = ["low", "high", "max"];
@@ -44,13 +48,99 @@ pub(crate) fn build(
     let mut body = Map::new();
     body.insert("model".into(), Value::from(request.model.as_str()));
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = request.system.as_deref().filter(|s| !s.is_empty()) {
-        messages.push(json!({"role": "system", "content": system}));
+    if let Some(system) = system_entry(request) {
+        messages.push(system);
     }
     for message in &request.messages {
         push_message(message, images.as_deref_mut(), &mut messages);
     }
     body.insert("messages".into(), Value::Array(messages));
+    body.extend(options(request, configured_thinking));
+    Value::Object(body)
+}
+
+/// The same bytes as `serde_json::to_vec(&build(request, configured_thinking, None))`, with the
+/// history's entries taken from `encoder` (keyed by session and purpose). `None` when a message
+/// carries an image: image parts share one budget per request and are built whole.
+pub(crate) fn encode(
+    request: &ModelRequest,
+    configured_thinking: Option<Thinking>,
+    encoder: &HistoryEncoder,
+) -> Option<WireBody> {
+    let key = request
+        .session_id
+        .as_deref()
+        .map(|id| match request.purpose {
+            None => id.to_owned(),
+            Some(purpose) => format!("{id}\u{0}{purpose:?}"),
+        });
+    let history = encoder.encode(key.as_deref(), &request.messages, &mut encode_message);
+    if history.needs_whole_request {
+        return None;
+    }
+    let mut head = Vec::with_capacity(64 + request.system.as_ref().map_or(0, String::len));
+    head.extend_from_slice(b"{\"model\":");
+    write_json(&mut head, &Value::from(request.model.as_str()));
+    head.extend_from_slice(b",\"messages\":[");
+    let system = system_entry(request);
+    if let Some(system) = &system {
+        write_json(&mut head, system);
+    }
+    let mut body = WireBody::new();
+    body.push(Bytes::from(head));
+    // Each history entry is written with a leading comma; without a system entry before it,
+    // the first one's comma goes.
+    let mut lead = system.is_none();
+    for piece in history.pieces {
+        if lead && !piece.is_empty() {
+            lead = false;
+            body.push(piece.slice(1..));
+        } else {
+            body.push(piece);
+        }
+    }
+    // `{"stream":true,...}` becomes `],"stream":true,...}`.
+    let mut tail = serde_json::to_vec(&Value::Object(options(request, configured_thinking)))
+        .unwrap_or_default();
+    if let Some(open) = tail.first_mut() {
+        *open = b',';
+    }
+    body.push(Bytes::from_static(b"]"));
+    body.push(Bytes::from(tail));
+    Some(body)
+}
+
+fn write_json(out: &mut Vec<u8>, value: &Value) {
+    // Writing a `Value` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// One message's wire entries, each preceded by a comma; `true` (nothing useful written) for a
+/// message with images.
+fn encode_message(message: &Message, out: &mut Vec<u8>) -> bool {
+    if message_has_image(message) {
+        return true;
+    }
+    let mut entries = Vec::with_capacity(1);
+    push_message(message, None, &mut entries);
+    for entry in &entries {
+        out.push(b',');
+        write_json(out, entry);
+    }
+    false
+}
+
+fn system_entry(request: &ModelRequest) -> Option<Value> {
+    request
+        .system
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(|system| json!({"role": "system", "content": system}))
+}
+
+/// The keys after `messages`, in wire order.
+fn options(request: &ModelRequest, configured_thinking: Option<Thinking>) -> Map<String, Value> {
+    let mut body = Map::new();
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     let (thinking, effort) = match request.purpose {
@@ -90,7 +180,7 @@ pub(crate) fn build(
     if !request.stop.is_empty() {
         body.insert("stop".into(), Value::from(request.stop.clone()));
     }
-    Value::Object(body)
+    body
 }
 
 fn push_message(message: &Message, images: Option<&mut ImageUrls>, out: &mut Vec<Value>) {
@@ -183,8 +273,20 @@ fn concat_text(blocks: &[ContentBlock]) -> String {
     dsh_protocol::text_of(blocks)
 }
 
-/// Whether any message carries an image (directly or inside a tool result).
-pub(crate) fn has_image(messages: &[Message]) -> bool {
+/// Whether the message carries an image (directly or inside a tool result).
+fn message_has_image(message: &Message) -> bool {
+    fn any_image(blocks: &[ContentBlock]) -> bool {
+        blocks.iter().any(|block| match block {
+            ContentBlock::Image { .. } => true,
+            ContentBlock::ToolResult { content, .. } => any_image(content),
+            _ => false,
+        })
+    }
+    any_image(&message.content)
+}
+
+/// Whether any message carries an image (then the body is built whole, images resolved).
+pub(crate) fn has_image(messages: &[std::sync::Arc<Message>]) -> bool {
     fn any_image(blocks: &[ContentBlock]) -> bool {
         blocks.iter().any(|block| match block {
             ContentBlock::Image { .. } => true,

@@ -14,7 +14,7 @@ fn compact(value: &Value) -> String {
 fn request(messages: Vec<Message>) -> ModelRequest {
     ModelRequest {
         model: "deepseek-v4-flash".into(),
-        messages,
+        messages: messages.into(),
         ..ModelRequest::default()
     }
 }
@@ -219,16 +219,16 @@ fn images_are_detected_inside_tool_results() {
     let image = ContentBlock::Image {
         attachment: json!({"sha256":"x"}),
     };
-    assert!(has_image(&[Message::tool_result(
+    assert!(message_has_image(&Message::tool_result(
         "c",
         vec![image.clone()],
         false
-    )]));
-    assert!(has_image(&[Message::user(
+    )));
+    assert!(message_has_image(&Message::user(
         vec![image],
         MessageSource::user()
-    )]));
-    assert!(!has_image(&[Message::user_text("no")]));
+    )));
+    assert!(!message_has_image(&Message::user_text("no")));
 }
 
 struct Pixels;
@@ -291,4 +291,72 @@ fn images_become_ordered_parts_and_tool_images_follow_the_tool_entries() {
         chat_request_body(&req)["messages"],
         json!([{"role":"user","content":"look  here"}, {"role":"tool","tool_call_id":"c1","content":"read ok"}])
     );
+}
+
+/// The pieced body must be byte-identical to the body built whole, whatever the request.
+fn assert_pieces_match(request: &ModelRequest, encoder: &HistoryEncoder) {
+    let body = encode(request, Some(Thinking::Enabled), encoder).unwrap();
+    let whole = serde_json::to_vec(&build(request, Some(Thinking::Enabled), None)).unwrap();
+    assert_eq!(
+        String::from_utf8(body.to_vec()).unwrap(),
+        String::from_utf8(whole).unwrap()
+    );
+    assert_eq!(body.len(), body.to_vec().len());
+}
+
+#[test]
+fn the_pieced_body_equals_the_whole_one() {
+    let encoder = HistoryEncoder::new();
+    let empty_result = Message::tool_result("c0", vec![], false);
+    let call = Message::assistant(
+        vec![
+            ContentBlock::Reasoning {
+                text: "think".into(),
+            },
+            ContentBlock::text("calling"),
+            ContentBlock::ToolCall {
+                id: "c0".into(),
+                name: "bash".into(),
+                arguments: r#"{"command":"ls"}"#.into(),
+            },
+        ],
+        MessageSource::model("p", "m"),
+    );
+    let mut req = request(vec![Message::user_text("hi \"quoted\" \u{1F600}")]);
+    req.session_id = Some("s".into());
+    // No system entry: the first history entry must lose its leading comma.
+    assert_pieces_match(&req, &encoder);
+    req.system = Some("system text".into());
+    req.tools = vec![ToolSchema {
+        name: "bash".into(),
+        description: "run".into(),
+        parameters: json!({"type": "object"}),
+    }];
+    req.temperature = Some(0.5);
+    req.max_tokens = Some(100);
+    req.stop = vec!["STOP".into()];
+    req.reasoning_effort = Some("max".into());
+    let mut messages = req.messages.clone();
+    messages.push(std::sync::Arc::new(call));
+    messages.push(std::sync::Arc::new(empty_result));
+    req.messages = messages;
+    assert_pieces_match(&req, &encoder);
+    // A request with no history at all, and one for a title (its own cache slot).
+    req.messages = dsh_protocol::MessageList::new();
+    assert_pieces_match(&req, &encoder);
+    req.purpose = Some(crate::RequestPurpose::SessionTitle);
+    req.messages = vec![Message::user_text("title me")].into();
+    assert_pieces_match(&req, &encoder);
+    req.system = None;
+    assert_pieces_match(&req, &encoder);
+}
+
+#[test]
+fn a_message_with_an_image_sends_the_request_down_the_whole_path() {
+    let encoder = HistoryEncoder::new();
+    let image = ContentBlock::Image {
+        attachment: json!({"sha256": "x"}),
+    };
+    let req = request(vec![Message::user(vec![image], MessageSource::user())]);
+    assert!(encode(&req, None, &encoder).is_none());
 }

@@ -76,7 +76,7 @@ impl ImageUrls {
 /// Resolves every image of `messages` (user messages only) to a data URL, then replaces the
 /// oldest with the placeholder until the base64 total fits `max_bytes`.
 pub(crate) fn resolve(
-    messages: &[Message],
+    messages: &[std::sync::Arc<Message>],
     resolver: &dyn AttachmentResolver,
     max_bytes: usize,
 ) -> Result<ImageUrls, LlmFailure> {

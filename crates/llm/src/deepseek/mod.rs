@@ -33,6 +33,8 @@ use crate::ModelRequest;
 use crate::RequestPurpose;
 use crate::RetryPolicy;
 use crate::codes;
+use crate::wire::HistoryEncoder;
+use crate::wire::WireBody;
 
 /// The provider route id (also the `provider` of assistant message sources).
 pub const PROVIDER: &str = "deepseek-official";
@@ -187,10 +189,12 @@ impl DeepSeekConfig {
     }
 }
 
-/// The DeepSeek adapter. Cheap to share; one HTTP client (connection pool) per adapter.
+/// The DeepSeek adapter. Cheap to share; one HTTP client (connection pool) per adapter, and
+/// one cache of encoded history per session (see [`crate::wire`]).
 pub struct DeepSeekAdapter {
     config: DeepSeekConfig,
     client: reqwest::Client,
+    history: HistoryEncoder,
 }
 
 impl fmt::Debug for DeepSeekAdapter {
@@ -232,7 +236,11 @@ impl DeepSeekAdapter {
         let client = builder.build().map_err(|error| LlmError::Client {
             reason: error.to_string(),
         })?;
-        Ok(Self { config, client })
+        Ok(Self {
+            config,
+            client,
+            history: HistoryEncoder::new(),
+        })
     }
 
     pub fn config(&self) -> &DeepSeekConfig {
@@ -286,32 +294,7 @@ impl DeepSeekAdapter {
                 ));
             }
         }
-        let body = if body::has_image(&request.messages) {
-            let resolver = self.config.attachments.as_deref();
-            let accepts = self
-                .entry(&request.model)
-                .is_some_and(ModelEntry::accepts_images);
-            let (true, Some(resolver)) = (accepts, resolver) else {
-                return Err(LlmFailure::new(
-                    codes::UNSUPPORTED_CONTENT,
-                    format!("model \"{}\" does not accept image input", request.model),
-                ));
-            };
-            let mut urls = images::resolve(
-                &request.messages,
-                resolver,
-                self.config.max_request_image_bytes,
-            )?;
-            body::build(&request, self.config.thinking, Some(&mut urls))
-        } else {
-            body::build(&request, self.config.thinking, None)
-        };
-        let body = serde_json::to_vec(&body).map_err(|error| {
-            LlmFailure::new(
-                codes::INVALID_REQUEST,
-                format!("cannot encode the request body: {error}"),
-            )
-        })?;
+        let body = self.encode(&request)?;
         Ok(stream::Attempt {
             client: self.client.clone(),
             url: format!("{}/chat/completions", self.config.base_url),
@@ -322,6 +305,56 @@ impl DeepSeekAdapter {
             secret: key,
             label: "DeepSeek API",
         })
+    }
+
+    /// The body `stream` would send for `request` (adapter defaults materialized), assembled
+    /// from this adapter's per-session cache of encoded messages.
+    pub fn request_body(&self, request: ModelRequest) -> Result<WireBody, LlmFailure> {
+        self.encode(&self.materialize(request))
+    }
+
+    fn encode(&self, request: &ModelRequest) -> Result<WireBody, LlmFailure> {
+        match body::encode(request, self.config.thinking, &self.history) {
+            Some(body) => {
+                #[cfg(debug_assertions)]
+                debug_assert_eq!(
+                    String::from_utf8_lossy(&body.to_vec()),
+                    body::build(request, self.config.thinking, None).to_string(),
+                    "the body assembled from cached pieces must equal the one built whole"
+                );
+                Ok(body)
+            }
+            None => self.whole_body_with_images(request),
+        }
+    }
+
+    /// A request with images: their parts share one byte budget, so it is built whole.
+    fn whole_body_with_images(&self, request: &ModelRequest) -> Result<WireBody, LlmFailure> {
+        let resolver = self.config.attachments.as_deref();
+        let accepts = self
+            .entry(&request.model)
+            .is_some_and(ModelEntry::accepts_images);
+        let (true, Some(resolver)) = (accepts, resolver) else {
+            return Err(LlmFailure::new(
+                codes::UNSUPPORTED_CONTENT,
+                format!("model \"{}\" does not accept image input", request.model),
+            ));
+        };
+        let mut urls = images::resolve(
+            &request.messages,
+            resolver,
+            self.config.max_request_image_bytes,
+        )?;
+        let body = body::build(request, self.config.thinking, Some(&mut urls));
+        let bytes = serde_json::to_vec(&body).map_err(|error| {
+            LlmFailure::new(
+                codes::INVALID_REQUEST,
+                format!("cannot encode the request body: {error}"),
+            )
+        })?;
+        let mut wire = WireBody::new();
+        wire.push(bytes.into());
+        Ok(wire)
     }
 
     fn api_key(&self) -> Result<String, LlmFailure> {

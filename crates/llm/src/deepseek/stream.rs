@@ -22,6 +22,7 @@ use super::translate::Outcome;
 use super::translate::Translator;
 use crate::ChunkStream;
 use crate::codes;
+use crate::wire::WireBody;
 
 /// Error bodies are read for their message only; a misbehaving server must not make us buffer
 /// without bound.
@@ -33,7 +34,7 @@ pub(crate) struct Attempt {
     pub(crate) url: String,
     pub(crate) base_url: String,
     pub(crate) headers: HeaderMap,
-    pub(crate) body: Vec<u8>,
+    pub(crate) body: WireBody,
     pub(crate) idle_timeout: Duration,
     /// The API key, only to scrub it from any text that leaves the adapter.
     pub(crate) secret: String,
@@ -160,11 +161,15 @@ impl State {
     async fn send(&mut self, deadline: Instant) -> Result<reqwest::Response, FinishReason> {
         let attempt = &mut self.attempt;
         tracing::debug!(url = %attempt.url, bytes = attempt.body.len(), "DeepSeek request");
+        let body = std::mem::take(&mut attempt.body);
         let request = attempt
             .client
             .post(&attempt.url)
             .headers(attempt.headers.clone())
-            .body(std::mem::take(&mut attempt.body))
+            // The pieces stream without being joined; the length keeps it a plain
+            // length-delimited body (hyper honours a length the caller sets).
+            .header(reqwest::header::CONTENT_LENGTH, body.len())
+            .body(body.into_http())
             .send();
         let response = tokio::select! {
             biased;

@@ -47,7 +47,7 @@ pub fn adapter(base_url: &str) -> DeepSeekAdapter {
 pub fn prompt(text: &str) -> ModelRequest {
     ModelRequest {
         model: "deepseek-v4-flash".into(),
-        messages: vec![Message::user_text(text)],
+        messages: vec![Message::user_text(text)].into(),
         session_id: Some("sid-1".into()),
         ..ModelRequest::default()
     }

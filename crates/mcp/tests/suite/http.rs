@@ -82,8 +82,17 @@ async fn lists_calls_echo_survives_a_kill_and_reconnects() {
         matches!(s.state, ServerState::Reconnecting { .. })
     })
     .await;
-    assert!(outage.tools.is_empty());
-    assert!(!h.has(ECHO), "tools unregister while disconnected");
+    assert!(outage.tools.iter().any(|t| t.name == ECHO), "{outage:?}");
+    assert!(h.has(ECHO), "tools stay registered during an outage");
+    let during = h.call(ECHO, json!({"message": "down"})).await;
+    assert!(during.is_error);
+    assert!(
+        during
+            .text()
+            .starts_with("Error: MCP server \"web\" is not connected (reconnecting)"),
+        "{}",
+        during.text()
+    );
 
     // The server comes back on the same port: the tools return.
     let mut http = HttpServer::start(&bin, port).await;
@@ -113,7 +122,7 @@ async fn lists_calls_echo_survives_a_kill_and_reconnects() {
         "{idle_text}"
     );
     wait_status(&server, Duration::from_secs(10), |s| {
-        matches!(s.state, ServerState::Reconnecting { .. }) && s.tools.is_empty()
+        matches!(s.state, ServerState::Reconnecting { .. }) && !s.tools.is_empty()
     })
     .await;
 
@@ -141,6 +150,15 @@ async fn an_idle_disconnect_is_noticed_without_a_call() {
     })
     .await;
     eprintln!("idle disconnect noticed after {:?}", started.elapsed());
-    assert!(!h.has("mcp__idle__echo"));
+    assert!(
+        h.has("mcp__idle__echo"),
+        "the tools stay through the outage"
+    );
+    let call = h.call("mcp__idle__echo", json!({"message": "x"})).await;
+    assert!(
+        call.text().contains("is not connected (reconnecting)"),
+        "{}",
+        call.text()
+    );
     server.dispose();
 }

@@ -123,7 +123,7 @@ async fn without_an_attachment_store_images_become_a_notice() {
 }
 
 #[tokio::test]
-async fn a_killed_server_ends_the_call_in_flight_unregisters_and_comes_back() {
+async fn a_killed_server_ends_the_call_in_flight_keeps_its_tools_and_comes_back() {
     let Some(bin) = server_bin() else { return };
     let h = Harness::new();
     let server = McpServer::mount(
@@ -164,7 +164,8 @@ async fn a_killed_server_ends_the_call_in_flight_unregisters_and_comes_back() {
     );
     assert!(killed_at.elapsed() < Duration::from_secs(5));
 
-    // The disconnect unregisters the tools before the reconnect brings them back.
+    // The tools stay registered through the outage (the tool list does not change); a call
+    // meanwhile fails with a clear error.
     let outage = tokio::time::timeout(
         Duration::from_secs(5),
         rx.wait_for(|s| matches!(s.state, ServerState::Reconnecting { .. })),
@@ -173,7 +174,8 @@ async fn a_killed_server_ends_the_call_in_flight_unregisters_and_comes_back() {
     .unwrap()
     .unwrap()
     .clone();
-    assert!(outage.tools.is_empty(), "{outage:?}");
+    assert!(outage.tools.iter().any(|t| t.name == ECHO), "{outage:?}");
+    assert!(h.has(ECHO));
 
     let back = wait_status(&server, Duration::from_secs(20), |s| {
         s.state == ServerState::Connected
@@ -491,4 +493,67 @@ async fn a_registration_conflict_rolls_back_the_whole_generation() {
         h.registry.get(ECHO, None).unwrap().description(),
         "already here"
     );
+}
+
+#[tokio::test]
+async fn start_up_waits_only_for_the_budget_and_late_servers_arrive_in_the_background() {
+    let Some(bin) = server_bin() else { return };
+    let h = Harness::new();
+    let mut silent = McpServerConfig::stdio(
+        "silent",
+        "/bin/sh",
+        vec!["-c".into(), "exec sleep 600".into()],
+    );
+    silent.timeout_ms = 60_000;
+    let configs = vec![silent, stdio_config("everything", &bin)];
+    let options = McpOptions {
+        startup_budget: Some(Duration::from_millis(1500)),
+        ..McpOptions::default()
+    };
+    let started = Instant::now();
+    let servers = dsh_mcp::mount_servers(&h.root, &h.registry, &configs, &options)
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "start-up took {took:?}");
+    let silent = servers.get("silent").unwrap();
+    assert_eq!(silent.status().state, ServerState::Connecting);
+    // The responsive server's tools appear without anyone waiting for the silent one.
+    let everything = servers.get("everything").unwrap();
+    wait_status(everything, Duration::from_secs(20), |s| {
+        s.state == ServerState::Connected
+    })
+    .await;
+    assert!(h.has(ECHO));
+    servers.dispose();
+}
+
+#[tokio::test]
+async fn read_only_hints_make_calls_concurrency_safe() {
+    let Some(bin) = server_bin() else { return };
+    let h = Harness::new();
+    let server = McpServer::mount(
+        &h.root,
+        &h.registry,
+        stdio_config("everything", &bin),
+        &McpOptions::default(),
+    )
+    .await
+    .unwrap();
+    let safe = |name: &str| {
+        h.registry
+            .get(name, None)
+            .map(|d| d.is_concurrency_safe(&json!({})))
+    };
+    assert_eq!(safe(ECHO), Some(true), "echo declares readOnlyHint: true");
+    assert_eq!(
+        safe("mcp__everything__trigger-long-running-operation"),
+        Some(true)
+    );
+    assert_eq!(
+        safe("mcp__everything__toggle-subscriber-updates"),
+        Some(false),
+        "readOnlyHint: false"
+    );
+    server.dispose();
 }

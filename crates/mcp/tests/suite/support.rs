@@ -87,6 +87,9 @@ pub fn options_with_images(store: Arc<MemoryStore>) -> McpOptions {
             accepted_media_types: dsh_mcp::default_media_types(),
             accepts_images: Arc::new(|| true),
         }),
+        startup_budget: None,
+        roots: Vec::new(),
+        questions: None,
     }
 }
 

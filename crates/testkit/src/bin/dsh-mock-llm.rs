@@ -1,6 +1,7 @@
 //! `dsh-mock-llm --scenario DIR [--addr 127.0.0.1:0] [--workspace DIR]`: serves a scenario's
 //! recorded model responses until SIGINT/SIGTERM, then prints what was left unconsumed or
-//! unanswered and exits non-zero if anything was.
+//! unanswered and exits non-zero if anything was. `--tool-loop N [--command TEMPLATE]` serves
+//! the synthetic N-step shell loop of `dsh_testkit::synthetic` instead of a recorded scenario.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use dsh_testkit::synthetic::ToolLoop;
 use dsh_testkit::{ReplayServer, Scenario};
 
 #[derive(Debug, Parser)]
@@ -17,8 +19,19 @@ use dsh_testkit::{ReplayServer, Scenario};
 )]
 struct Args {
     /// Scenario directory (holds scenario.json and model.jsonl).
-    #[arg(long)]
-    scenario: PathBuf,
+    #[arg(
+        long,
+        required_unless_present = "tool_loop",
+        conflicts_with = "tool_loop"
+    )]
+    scenario: Option<PathBuf>,
+    /// Serve a synthetic session of N shell-command steps then `DONE` (prompt:
+    /// `dsh_testkit::synthetic::TOOL_LOOP_PROMPT`).
+    #[arg(long, value_name = "N")]
+    tool_loop: Option<usize>,
+    /// The command of each tool-loop step; `{i}` is the step number.
+    #[arg(long, requires = "tool_loop", default_value = "echo step-{i}")]
+    command: String,
     /// Loopback address to bind; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
     addr: SocketAddr,
@@ -56,10 +69,21 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let scenario = match Scenario::load(&args.scenario) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("dsh-mock-llm: {e}");
+    let scenario = match (&args.scenario, args.tool_loop) {
+        (_, Some(steps)) => ToolLoop {
+            steps,
+            command: args.command.clone(),
+        }
+        .scenario(),
+        (Some(dir), None) => match Scenario::load(dir) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("dsh-mock-llm: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("dsh-mock-llm: --scenario or --tool-loop is required");
             return ExitCode::from(2);
         }
     };

@@ -107,14 +107,14 @@ async fn features_on_the_skip_list_skip_and_missing_binaries_fail() {
     let dir = tmp.path().join("skipped");
     copy_scenario(&fixtures().join("scenarios/acp/handshake"), &dir);
     edit_scenario(&dir, |v| {
-        v["features"] = serde_json::json!(["bash", "subagent", "lsp"])
+        v["features"] = serde_json::json!(["bash", "dynamic-packages", "pwsh"])
     });
     let (report, lines) = run(
         tmp.path().join("no-such-dsh"),
         &[dir, fixtures().join("scenarios/acp/handshake")],
     )
     .await;
-    assert_eq!(lines[0], "SKIP acp/handshake: needs subagent, lsp");
+    assert_eq!(lines[0], "SKIP acp/handshake: needs dynamic-packages, pwsh");
     assert!(
         lines[1].starts_with("FAIL acp/handshake: cannot start"),
         "{lines:?}"

@@ -1,0 +1,135 @@
+//! `exec --output stream-json`: the events of delegated in-process children (and theirs), on the
+//! same stream as the parent's, each tagged with the child's session id and its parent's.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::sync::Weak;
+
+use dsh_agent::AgentHandle;
+use dsh_kernel::Disposer;
+use dsh_session::Event;
+use dsh_session::Subscription;
+use dsh_subagent::SubagentEvent;
+use dsh_subagent::Subagents;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// One event of one session of the run.
+pub(crate) struct Tagged {
+    pub session: String,
+    /// The delegating session, for a child's events.
+    pub parent: Option<String>,
+    pub event: Arc<Event>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Default)]
+struct Shared {
+    sender: Mutex<Option<UnboundedSender<Tagged>>>,
+    subscriptions: Mutex<Vec<Subscription>>,
+    disposers: Mutex<Vec<Disposer>>,
+}
+
+impl Shared {
+    fn send(&self, tagged: Tagged) {
+        if let Some(sender) = lock(&self.sender).as_ref() {
+            let _ = sender.send(tagged);
+        }
+    }
+}
+
+/// Follows every child `root` delegates to while it lives; dropping it stops following and
+/// releases the sender.
+pub(crate) struct Children {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        lock(&self.shared.sender).take();
+        for disposer in std::mem::take(&mut *lock(&self.shared.disposers)) {
+            disposer.dispose();
+        }
+        lock(&self.shared.subscriptions).clear();
+    }
+}
+
+/// Starts following `root`'s children; `None` when no subagent service is mounted.
+pub(crate) fn follow(
+    subagents: Option<Arc<Subagents>>,
+    root: &AgentHandle,
+    sender: UnboundedSender<Tagged>,
+) -> Option<Children> {
+    let subagents = subagents?;
+    let shared = Arc::new(Shared {
+        sender: Mutex::new(Some(sender)),
+        ..Shared::default()
+    });
+    watch(&shared, &subagents, root);
+    Some(Children { shared })
+}
+
+/// Observes the starts of `owner`'s children (the lifecycle events' subject is the parent's
+/// scope, so an observer owned by `owner`'s scope sees exactly its own children).
+fn watch(shared: &Arc<Shared>, subagents: &Arc<Subagents>, owner: &AgentHandle) {
+    let weak = Arc::downgrade(shared);
+    let service = Arc::downgrade(subagents);
+    let disposer = subagents.events().register(owner.scope(), move |event| {
+        let SubagentEvent::Start(info) = event else {
+            return Ok(());
+        };
+        let (Some(shared), Some(child)) = (weak.upgrade(), info.child.clone()) else {
+            return Ok(());
+        };
+        follow_log(&shared, &child, info.parent_id.clone());
+        if let Some(subagents) = service.upgrade() {
+            watch(&shared, &subagents, &child);
+        }
+        Ok(())
+    });
+    lock(&shared.disposers).push(disposer);
+}
+
+/// Sends the child's whole log so far, then each event it commits, each exactly once.
+fn follow_log(shared: &Arc<Shared>, child: &AgentHandle, parent: String) {
+    let session = child.id().to_owned();
+    // The next seq to send; `None` until the snapshot is taken (a listener call before that
+    // commits an event the snapshot will contain).
+    let next: Arc<Mutex<Option<u64>>> = Arc::default();
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    let subscription = {
+        let next = next.clone();
+        let (session, parent) = (session.clone(), parent.clone());
+        child.log().on_event(move |event| {
+            let mut next = lock(&next);
+            let Some(n) = next.as_mut() else { return };
+            if event.seq < *n {
+                return;
+            }
+            *n = event.seq + 1;
+            if let Some(shared) = weak.upgrade() {
+                shared.send(Tagged {
+                    session: session.clone(),
+                    parent: Some(parent.clone()),
+                    event: event.clone(),
+                });
+            }
+        })
+    };
+    {
+        let mut next = lock(&next);
+        let snapshot = child.log().events_since(0);
+        *next = Some(snapshot.len() as u64);
+        for event in snapshot {
+            shared.send(Tagged {
+                session: session.clone(),
+                parent: Some(parent.clone()),
+                event,
+            });
+        }
+    }
+    lock(&shared.subscriptions).push(subscription);
+}

@@ -1,0 +1,96 @@
+//! Plan mode as a second axis of a front-end's session modes (ACP `session/set_mode`).
+//!
+//! ACP session modes already select permission presets; plan mode is independent of them
+//! (guidance only). The two axes are offered as *combined modes*: every base mode `<m>` also
+//! exists as `<m>+plan`. These helpers own the id scheme so the front-end and the tests agree.
+
+use dsh_session::Event;
+use serde_json::Value;
+
+/// The suffix that marks a combined mode with plan mode on.
+pub const PLAN_SUFFIX: &str = "+plan";
+
+/// The combined id: `base` with plan mode on or off.
+pub fn mode_id(base: &str, plan: bool) -> String {
+    if plan {
+        format!("{base}{PLAN_SUFFIX}")
+    } else {
+        base.to_owned()
+    }
+}
+
+/// Splits a combined id into its base mode and whether plan mode is on.
+pub fn split_mode_id(id: &str) -> (&str, bool) {
+    match id.strip_suffix(PLAN_SUFFIX) {
+        Some(base) if !base.is_empty() => (base, true),
+        _ => (id, false),
+    }
+}
+
+/// The display name of `base`'s plan variant.
+pub fn plan_mode_name(base_name: &str) -> String {
+    format!("{base_name} · plan")
+}
+
+/// The description of `base`'s plan variant.
+pub fn plan_mode_description(base_description: Option<&str>) -> String {
+    let plan = "plan mode: explore and propose a plan for review before changing anything";
+    match base_description {
+        Some(base) if !base.is_empty() => format!("{base}; {plan}"),
+        _ => plan.to_owned(),
+    }
+}
+
+/// The plan state a committed event moves the session to (`plan/mode {active}`), if any.
+pub fn plan_state_of(event: &Event) -> Option<bool> {
+    (event.kind == "plan/mode")
+        .then(|| event.data.get("active").and_then(Value::as_bool))
+        .flatten()
+}
+
+/// The combined id after `event`, given the current one: `Some` only when the event moves
+/// plan mode (a `/plan`, an approved `exit_plan_mode`, a pending selection applied).
+pub fn follow(current: &str, event: &Event) -> Option<String> {
+    let active = plan_state_of(event)?;
+    Some(mode_id(split_mode_id(current).0, active))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        assert_eq!(mode_id("read-only", true), "read-only+plan");
+        assert_eq!(mode_id("read-only", false), "read-only");
+        assert_eq!(split_mode_id("read-only+plan"), ("read-only", true));
+        assert_eq!(split_mode_id("workspace-write"), ("workspace-write", false));
+        // A bare suffix is not a combined id.
+        assert_eq!(split_mode_id("+plan"), ("+plan", false));
+    }
+
+    #[test]
+    fn only_plan_mode_events_move_the_mode() {
+        let event = |kind: &str, data: Value| Event {
+            kind: kind.to_owned(),
+            seq: 0,
+            time: 0,
+            data,
+            ignorable: false,
+            source_event_seqs: None,
+            surface_op: None,
+        };
+        let on = event("plan/mode", serde_json::json!({"active": true}));
+        let off = event("plan/mode", serde_json::json!({"active": false}));
+        let other = event("turn/start", serde_json::json!({"turn": 1}));
+        assert_eq!(
+            follow("workspace-write", &on).as_deref(),
+            Some("workspace-write+plan")
+        );
+        assert_eq!(
+            follow("workspace-write+plan", &off).as_deref(),
+            Some("workspace-write")
+        );
+        assert_eq!(follow("workspace-write", &other), None);
+    }
+}

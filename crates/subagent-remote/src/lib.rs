@@ -1,0 +1,28 @@
+//! `dsh-subagent-remote`: out-of-process subagent providers (subagent-spec §3).
+//!
+//! Owns: the `acp` provider (any ACP agent over stdio, through the official client), the
+//! `codex` provider (Codex `app-server --stdio`), the `claude-code` provider (the `claude`
+//! CLI's stream-json mode), their configs and load-time checks, the subprocess seam they share
+//! (scrubbed environment, own process group, EOF → SIGTERM → SIGKILL ladder), and the product
+//! failure diagnostics.
+//! Does not own: the registry and the tools (`dsh-subagent`).
+//! Must not depend on: the host, front-ends.
+
+pub mod acp;
+pub mod claude;
+pub mod codex;
+mod common;
+pub mod plugin;
+pub mod process;
+
+pub use acp::AcpConfig;
+pub use acp::AcpProvider;
+pub use acp::PermissionAnswer;
+pub use common::ProductFailure;
+pub use common::text_task;
+pub use plugin::RemoteSettings;
+pub use plugin::RemoteSubagentsPlugin;
+
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,211 @@
+//! The subprocess seam of the out-of-process providers: a scrubbed environment, the child in
+//! its own process group, and the disposal ladder (EOF grace → SIGTERM → grace → SIGKILL).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rustix::process::Pid;
+use rustix::process::Signal;
+use tokio::io::AsyncReadExt;
+use tokio::process::Child;
+use tokio::process::ChildStdin;
+use tokio::process::ChildStdout;
+
+/// How much of a child's stderr is kept for diagnostics.
+const STDERR_KEEP: usize = 16 * 1024;
+
+/// `true` for a variable the child may inherit: no credential-shaped name (KEY, PASSWORD,
+/// SECRET, TOKEN in any case) and none of dsh's own `DSH_*` settings.
+pub fn inheritable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    let secret = ["KEY", "PASSWORD", "SECRET", "TOKEN"]
+        .iter()
+        .any(|word| upper.contains(word));
+    !secret && !name.starts_with("DSH_")
+}
+
+/// The parent environment filtered by [`inheritable`], then the configured overlay (which is
+/// how an intended key reaches a child).
+pub fn child_env(
+    parent: impl IntoIterator<Item = (String, String)>,
+    overlay: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = parent
+        .into_iter()
+        .filter(|(name, _)| inheritable(name))
+        .collect();
+    env.extend(overlay.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// A spawned child with piped stdio.
+pub struct Spawned {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: Arc<Mutex<String>>,
+    pub pgid: Option<Pid>,
+}
+
+/// Spawns `command args` in `cwd` with exactly `env`, in a new process group.
+pub fn spawn(
+    command: &str,
+    args: &[String],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> std::io::Result<Spawned> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = cmd.spawn()?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw);
+    let missing = || std::io::Error::other("child stdio was not captured");
+    let stdin = child.stdin.take().ok_or_else(missing)?;
+    let stdout = child.stdout.take().ok_or_else(missing)?;
+    let stderr = Arc::new(Mutex::new(String::new()));
+    if let Some(mut pipe) = child.stderr.take() {
+        let sink = stderr.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                let mut kept = sink
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                kept.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if kept.len() > STDERR_KEEP {
+                    let mut cut = kept.len() - STDERR_KEEP;
+                    while !kept.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    kept.drain(..cut);
+                }
+            }
+        });
+    }
+    Ok(Spawned {
+        child,
+        stdin,
+        stdout,
+        stderr,
+        pgid,
+    })
+}
+
+/// The disposal ladder once stdin is closed: wait `eof_grace` for a voluntary exit, then
+/// SIGTERM the group, wait `grace`, then SIGKILL the group; always reaps the child, and kills
+/// what is left of its group.
+pub async fn reap(mut child: Child, pgid: Option<Pid>, eof_grace: Duration, grace: Duration) {
+    if tokio::time::timeout(eof_grace, child.wait()).await.is_ok() {
+        if let Some(pgid) = pgid {
+            dsh_tool_shell::kill_group(pgid, Signal::KILL);
+        }
+        return;
+    }
+    if let Some(pgid) = pgid {
+        dsh_tool_shell::kill_group(pgid, Signal::TERM);
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        if let Some(pgid) = pgid {
+            dsh_tool_shell::kill_group(pgid, Signal::KILL);
+        }
+        let _ = child.kill().await;
+        let _ = child.wait().await;
+    } else if let Some(pgid) = pgid {
+        dsh_tool_shell::kill_group(pgid, Signal::KILL);
+    }
+}
+
+/// Whether any process of group `pgid` is still running (zombies do not count).
+pub fn group_alive(pgid: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may contain spaces, so split after the `)`.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let _ppid = fields.next();
+        let group = fields.next().and_then(|g| g.parse::<i32>().ok());
+        group == Some(pgid.as_raw_nonzero().get()) && state != Some("Z")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_and_dsh_settings_never_reach_the_child() {
+        let parent = [
+            ("PATH", "/bin"),
+            ("DEEPSEEK_API_KEY", "secret"),
+            ("GITHUB_TOKEN", "t"),
+            ("db_password", "p"),
+            ("DSH_HOME", "/h"),
+            ("HOME", "/root"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let overlay = BTreeMap::from([("DEEPSEEK_API_KEY".to_owned(), "intended".to_owned())]);
+        let env = child_env(parent, &overlay);
+        assert_eq!(
+            env.keys().cloned().collect::<Vec<_>>(),
+            vec!["DEEPSEEK_API_KEY", "HOME", "PATH"]
+        );
+        assert_eq!(env["DEEPSEEK_API_KEY"], "intended");
+    }
+
+    #[tokio::test]
+    async fn the_ladder_kills_a_child_that_ignores_eof_and_term() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "trap '' TERM; sleep 30 & wait";
+        let spawned = spawn(
+            "sh",
+            &["-c".to_owned(), script.to_owned()],
+            dir.path(),
+            &child_env(std::env::vars(), &BTreeMap::new()),
+        )
+        .unwrap();
+        let pgid = spawned.pgid;
+        drop(spawned.stdin);
+        let started = std::time::Instant::now();
+        reap(
+            spawned.child,
+            pgid,
+            Duration::from_millis(100),
+            Duration::from_millis(100),
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pgid = pgid.unwrap();
+        for _ in 0..100 {
+            if !group_alive(pgid) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("process group {pgid:?} still has live members");
+    }
+}
