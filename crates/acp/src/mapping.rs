@@ -317,6 +317,53 @@ pub(crate) fn thought_chunk(text: String) -> SessionUpdate {
     SessionUpdate::AgentThoughtChunk(ContentChunk::new(AcpBlock::Text(TextContent::new(text))))
 }
 
+/// The text of an agent message or thought chunk as we build them (plain text, no meta).
+fn chunk_text(update: &SessionUpdate) -> Option<(bool, &str)> {
+    let (thought, chunk) = match update {
+        SessionUpdate::AgentMessageChunk(chunk) => (false, chunk),
+        SessionUpdate::AgentThoughtChunk(chunk) => (true, chunk),
+        _ => return None,
+    };
+    match &chunk.content {
+        AcpBlock::Text(text)
+            if chunk.meta.is_none()
+                && chunk.message_id.is_none()
+                && text.meta.is_none()
+                && text.annotations.is_none() =>
+        {
+            Some((thought, &text.text))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `update` is a plain text chunk that replay may merge with its neighbours.
+pub(crate) fn is_text_chunk(update: &SessionUpdate) -> bool {
+    chunk_text(update).is_some()
+}
+
+/// Appends `next`'s text to `held` when both are plain text chunks of the same kind.
+pub(crate) fn extend_text_chunk(held: &mut SessionUpdate, next: &SessionUpdate) -> bool {
+    let Some((next_thought, next_text)) = chunk_text(next) else {
+        return false;
+    };
+    if chunk_text(held).map(|(thought, _)| thought) != Some(next_thought) {
+        return false;
+    }
+    match held {
+        SessionUpdate::AgentMessageChunk(chunk) | SessionUpdate::AgentThoughtChunk(chunk) => {
+            match &mut chunk.content {
+                AcpBlock::Text(text) => {
+                    text.text.push_str(next_text);
+                    true
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 #[path = "mapping_tests.rs"]
 mod tests;

@@ -450,3 +450,18 @@ fn every_update_kind_validates_against_the_acp_schema() {
         assert!(errors.is_empty(), "{frame}: {errors:?}");
     }
 }
+
+#[test]
+fn replay_merges_text_chunks_of_one_kind_only() {
+    let mut held = message_chunk("hel".into());
+    assert!(is_text_chunk(&held));
+    assert!(extend_text_chunk(&mut held, &message_chunk("lo".into())));
+    assert!(!extend_text_chunk(&mut held, &thought_chunk("why".into())));
+    let SessionUpdate::AgentMessageChunk(chunk) = &held else {
+        panic!("not a message chunk: {held:?}");
+    };
+    assert!(matches!(&chunk.content, AcpBlock::Text(text) if text.text == "hello"));
+    let mut thought = thought_chunk("a".into());
+    assert!(extend_text_chunk(&mut thought, &thought_chunk("b".into())));
+    assert!(!extend_text_chunk(&mut thought, &message_chunk("c".into())));
+}

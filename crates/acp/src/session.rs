@@ -107,6 +107,38 @@ impl Delivery {
         }
     }
 
+    /// Renders a stored log: consecutive text chunks of one kind (the streamed deltas of a
+    /// message or of its reasoning) go out as one update, so a long log is a few updates per
+    /// message rather than one per delta (the client shows the same text either way).
+    fn replay(&mut self, events: &[Arc<dsh_session::Event>]) {
+        let mut pending: Option<SessionUpdate> = None;
+        for event in events {
+            if event.seq < self.next_seq {
+                continue;
+            }
+            self.next_seq = event.seq + 1;
+            for update in self.presenter.map(event, true) {
+                if let Some(held) = pending.as_mut()
+                    && crate::mapping::extend_text_chunk(held, &update)
+                {
+                    continue;
+                }
+                if let Some(held) = pending.take() {
+                    self.send(held);
+                }
+                if crate::mapping::is_text_chunk(&update) {
+                    pending = Some(update);
+                } else {
+                    let update = self.settle_live(update);
+                    self.send(update);
+                }
+            }
+        }
+        if let Some(held) = pending {
+            self.send(held);
+        }
+    }
+
     /// A completing update ends the call's live output: what is still buffered goes out first,
     /// and a terminal that already received output is not sent all of it again.
     fn settle_live(&mut self, mut update: SessionUpdate) -> SessionUpdate {
@@ -287,9 +319,7 @@ impl Session {
             let mut guard = lock(&delivery);
             let events = agent.log().events();
             if replay {
-                for event in events.iter() {
-                    guard.deliver(event, true);
-                }
+                guard.replay(&events);
             } else {
                 guard.next_seq = agent.log().len();
             }

@@ -566,6 +566,15 @@ async fn load_and_list_validate_their_requests() {
     let (frames, loaded) = wire.until_response(3).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     assert_eq!(message_text(&frames), "hello");
+    // Streamed one delta per character, replayed as one update.
+    let chunks = frames
+        .iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .count();
+    assert_eq!(
+        chunks, 1,
+        "replay coalesces a message's deltas: {frames:#?}"
+    );
     let user: Vec<_> = frames
         .iter()
         .filter(|f| f["params"]["update"]["sessionUpdate"] == "user_message_chunk")
