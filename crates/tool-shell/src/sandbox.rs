@@ -121,8 +121,10 @@ impl SandboxRunner {
             }
         }
         for exposed in &policy.exposed {
+            // `-try`: a folder removed between this check and bwrap's mount (a spill folder
+            // another session's retention sweep just deleted) must not fail the command.
             if exposed.exists() {
-                args.pair("--ro-bind", exposed, exposed);
+                args.pair("--ro-bind-try", exposed, exposed);
             }
         }
         if policy.mode == SandboxMode::WorkspaceWrite {
