@@ -377,6 +377,69 @@ async fn bad_hooks_never_fail_the_turn_over_exec() {
     assert!(texts_of(&events, "tool/result")[0].0.contains("HELLO"));
 }
 
+/// §A.4: a read-only session confines its hooks like its `bash` calls: a PreToolUse hook cannot
+/// write into the workspace (the other tests run `danger-full-access`, where hooks write their
+/// verdict files there). Fails loudly when this host cannot run bubblewrap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_session_confines_its_hooks_over_exec() {
+    let probe = std::process::Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--unshare-pid",
+            "true",
+        ])
+        .output();
+    assert!(
+        probe.as_ref().is_ok_and(|out| out.status.success()),
+        "bubblewrap cannot create a sandbox on this host (apt-get install -y bubblewrap): {probe:?}"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let work = work.path().canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config = json!({"hooks": {
+        "PreToolUse": [{"hooks": [
+            {"type": "command", "command": "cat >/dev/null; echo x > hook-wrote.txt"},
+        ]}],
+    }});
+    std::fs::write(work.join("hooks.json"), config.to_string()).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[plugins.session-title]\nenabled = false\n\n[plugins.sandbox]\nmode = \"read-only\"\n\n[plugins.hooks-claude-code]\nconfig_path = \"hooks.json\"\n",
+    )
+    .unwrap();
+    let task = "echo it";
+    let scenario = scenario(task, vec![bash_call("c1", "echo HELLO"), text("fine")]);
+    let server = ReplayServer::start(&scenario, ([127, 0, 0, 1], 0).into(), None)
+        .await
+        .unwrap();
+    let out = command(&["exec", task], &work, home.path(), &server.url())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !work.join("hook-wrote.txt").exists(),
+        "the hook escaped the read-only sandbox"
+    );
+    let events = session_events(home.path());
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "hook/result")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["data"]["decision"], "pass");
+    assert_eq!(results[0]["data"]["exitCode"], 1);
+    assert!(texts_of(&events, "tool/result")[0].0.contains("HELLO"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_matcher_registers_nothing_over_exec() {
     let work = tempfile::tempdir().unwrap();

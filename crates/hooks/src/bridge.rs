@@ -19,6 +19,7 @@ use dsh_agent::prompt::SNAPSHOT_PLUGIN;
 use dsh_kernel::Disposer;
 use dsh_kernel::HookError;
 use dsh_kernel::Scope;
+use dsh_plugin::SessionContext;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
@@ -463,6 +464,10 @@ impl HookBridge {
                         .timeout_sec
                         .map_or(self.settings.default_timeout_ms, |s| s * 1000.0),
                     signal: signal.clone(),
+                    session: site
+                        .agent
+                        .as_ref()
+                        .and_then(|agent| SessionContext::of(agent.scope())),
                 };
                 let output = match self.executor.run(request).await {
                     Ok(out) => parse_hook_output(out.exit_code, &out.stdout, &out.stderr, event),

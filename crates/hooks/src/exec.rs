@@ -1,13 +1,17 @@
 //! The executor seam hooks run through (upstream: the deployment's `ctx.shell`), and a local
 //! implementation: `bash -c` in its own process group, environment given by the composition,
-//! the payload on stdin, bounded capture, a validated and clamped timeout, group-wide kills.
+//! the payload on stdin, bounded capture, a validated and clamped timeout, group-wide kills,
+//! and (with a [`Confiner`]) the calling session's sandbox around the shell.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::BoxFuture;
+use dsh_plugin::SessionContext;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
@@ -25,6 +29,9 @@ pub struct ExecRequest {
     /// Unvalidated: the executor rejects what it cannot honour.
     pub timeout_ms: f64,
     pub signal: CancellationToken,
+    /// The calling agent's session: its live permissions decide the hook's confinement.
+    /// `None` without an agent (the confiner's standing default applies).
+    pub session: Option<Arc<SessionContext>>,
 }
 
 /// What a finished run produced.
@@ -46,6 +53,13 @@ pub trait HookExecutor: Send + Sync {
 /// The base environment of hook children.
 pub type EnvSource = Arc<dyn Fn() -> Vec<(String, String)> + Send + Sync>;
 
+/// The confining wrapper of a hook run in `cwd` for `session` (the program and the arguments
+/// placed before `bash -c <command>`); `None` runs the hook unconfined. The plugin passes the
+/// same bubblewrap policy `bash` uses for that session, so a read-only or workspace-write
+/// sandbox confines hook commands too and a mode switch applies at the next hook.
+pub type Confiner =
+    Arc<dyn Fn(Option<&SessionContext>, &Path) -> Option<(PathBuf, Vec<OsString>)> + Send + Sync>;
+
 /// Upstream bash-local's defaults.
 pub const MAX_TIMEOUT_MS: f64 = 600_000.0;
 pub const MAX_OUTPUT_BYTES: usize = 64_000;
@@ -59,6 +73,7 @@ pub struct LocalExecutor {
     pub max_timeout_ms: f64,
     pub max_output_bytes: usize,
     env: EnvSource,
+    confine: Option<Confiner>,
 }
 
 impl std::fmt::Debug for LocalExecutor {
@@ -66,6 +81,7 @@ impl std::fmt::Debug for LocalExecutor {
         f.debug_struct("LocalExecutor")
             .field("max_timeout_ms", &self.max_timeout_ms)
             .field("max_output_bytes", &self.max_output_bytes)
+            .field("confined", &self.confine.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -78,7 +94,14 @@ impl LocalExecutor {
             max_timeout_ms: MAX_TIMEOUT_MS,
             max_output_bytes: MAX_OUTPUT_BYTES,
             env,
+            confine: None,
         }
+    }
+
+    /// The same executor launching every hook through `confine`'s wrapper.
+    pub fn with_confiner(mut self, confine: Confiner) -> Self {
+        self.confine = Some(confine);
+        self
     }
 
     /// Children start from dsh's environment through the shared filter
@@ -123,7 +146,19 @@ impl LocalExecutor {
             .map(|(_, value)| value.clone());
         let bash = dsh_secrets::resolve_program("bash", path.as_deref(), &cwd)
             .unwrap_or_else(|| PathBuf::from("bash"));
-        let mut command = tokio::process::Command::new(bash);
+        let wrapper = self
+            .confine
+            .as_ref()
+            .and_then(|confine| confine(request.session.as_deref(), &cwd));
+        let mut command = match wrapper {
+            Some((program, args)) => {
+                // The wrapper leads the process group; killing it tears the sandbox down.
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).arg(bash);
+                command
+            }
+            None => tokio::process::Command::new(bash),
+        };
         command
             .arg("-c")
             .arg(&request.command)
@@ -236,6 +271,7 @@ mod tests {
             stdin: b"{\"a\":1}\n".to_vec(),
             timeout_ms,
             signal: CancellationToken::new(),
+            session: None,
         }
     }
 

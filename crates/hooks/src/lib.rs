@@ -38,6 +38,7 @@ pub use config::LoadError;
 pub use config::Substitutions;
 pub use event::HookEvent;
 pub use event::summarize_stderr;
+pub use exec::Confiner;
 pub use exec::EnvSource;
 pub use exec::ExecOutput;
 pub use exec::ExecRequest;
@@ -52,6 +53,7 @@ pub use plugin::Codex;
 pub use plugin::DialectMarker;
 pub use plugin::HooksPlugin;
 pub use plugin::HooksSettings;
+pub use plugin::session_confiner;
 
 /// `hookSpecificOutput`'s upstream default timeout (`DEFAULT_HOOK_TIMEOUT_MS`).
 pub const DEFAULT_TIMEOUT_MS: f64 = 600_000.0;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::BridgeSettings;
+use crate::Confiner;
 use crate::Dialect;
 use crate::HookBridge;
 use crate::LocalExecutor;
@@ -89,7 +90,17 @@ impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
         if let Some(cap) = config.stderr_summary_max_chars {
             settings.stderr_summary_max_chars = cap;
         }
-        let executor = Arc::new(LocalExecutor::with_shared_filter());
+        // Hooks run under the sandbox `bash` gets in the calling session (§A.4).
+        let permissions = ctx.service::<dsh_plugin::DefaultPermissions>().map_or_else(
+            || dsh_plugin::Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
+            |p| p.0,
+        );
+        let mut sandbox = dsh_tool_shell::SandboxConfig::new(permissions.sandbox);
+        if let Some(network) = ctx.service::<dsh_plugin::SandboxNetwork>() {
+            sandbox.network = network.0;
+        }
+        let confiner = session_confiner(sandbox, Some(host.info.home.clone()));
+        let executor = Arc::new(LocalExecutor::with_shared_filter().with_confiner(confiner));
         let loaded = HookBridge::load(D::DIALECT, settings, executor, None)
             .map_err(dsh_plugin::PluginError::msg)?;
         if let Some(bridge) = loaded.bridge {
@@ -106,4 +117,33 @@ impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
 
 impl<D: DialectMarker> dsh_plugin::HostPlugin for HooksPlugin<D> {
     const NAME: &'static str = D::NAME;
+}
+
+/// The confinement of a hook run: the calling session's live sandbox mode over its workspace
+/// (the policy `bash` builds for that session: dsh's home `home` hidden, its skills and the
+/// session's log readable); without a session, the standing mode over the hook's cwd.
+/// `danger-full-access` runs unconfined.
+pub fn session_confiner(
+    standing: dsh_tool_shell::SandboxConfig,
+    home: Option<PathBuf>,
+) -> Confiner {
+    Arc::new(move |session, cwd| {
+        let (mode, root) = match session {
+            Some(session) => (session.permissions().sandbox, session.cwd().to_path_buf()),
+            None => (standing.mode, cwd.to_path_buf()),
+        };
+        let mut hidden = Vec::new();
+        let mut exposed = Vec::new();
+        if let Some(home) = &home {
+            let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.clone());
+            exposed.push(home.join("skills"));
+            hidden.push(home);
+        }
+        exposed.extend(session.and_then(dsh_plugin::SessionContext::log_path));
+        standing
+            .policy_in(mode, &root)
+            .hiding(hidden)
+            .exposing(exposed)
+            .wrapper(cwd)
+    })
 }

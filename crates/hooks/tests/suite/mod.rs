@@ -1,3 +1,4 @@
 mod points;
+mod sandbox;
 mod support;
 mod tools;
