@@ -185,7 +185,98 @@ fn body_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<Line<'static>> {
         out.extend(todos);
         return out;
     }
+    if is_delegation(entry) {
+        out.extend(child_lines(entry, ctx));
+        return out;
+    }
     out.extend(result_body(entry, ctx));
+    out
+}
+
+/// A delegation to a child agent (`subagent`, `subagent_fork`, or a renamed one).
+fn is_delegation(entry: &ToolEntry) -> bool {
+    entry.name.starts_with("subagent")
+}
+
+/// The child's transcript as the delegating call streams it (and its result card repeats it):
+/// `▸ title` per tool call, then its messages / final answer.
+struct ChildTranscript<'a> {
+    steps: Vec<&'a str>,
+    /// Everything else, in order (intermediate messages while running; the answer when done).
+    text: Vec<&'a str>,
+}
+
+impl<'a> ChildTranscript<'a> {
+    fn parse(text: &'a str) -> Self {
+        let mut steps = Vec::new();
+        let mut rest = Vec::new();
+        for line in unfenced(text) {
+            match line.strip_prefix("▸ ") {
+                Some(step) => steps.push(step),
+                None if rest.is_empty() && line.trim().is_empty() => {}
+                None => rest.push(line),
+            }
+        }
+        Self { steps, text: rest }
+    }
+}
+
+/// The child's live progress (or finished transcript): a one-line summary while collapsed,
+/// every tool call and the whole answer expanded (ctrl-o).
+fn child_lines(entry: &ToolEntry, ctx: CardContext) -> Vec<Line<'static>> {
+    let text = match &entry.result {
+        Some(ToolResultView::Generic {
+            content: Some(content),
+            ..
+        }) => dsh_protocol::text_of(content),
+        _ => entry.output.clone().unwrap_or_default(),
+    };
+    let child = ChildTranscript::parse(&text);
+    if entry.state == ToolState::Failed && child.steps.is_empty() {
+        return text_lines(&text, entry.state, ctx.expanded);
+    }
+    let calls = match child.steps.len() {
+        1 => "1 tool call".to_owned(),
+        n => format!("{n} tool calls"),
+    };
+    let status = match entry.state {
+        ToolState::Running => "running",
+        ToolState::Done => "done",
+        ToolState::Failed => "failed",
+    };
+    let mut out = Vec::new();
+    if ctx.expanded {
+        out.push(Line::from(Span::styled(
+            format!("▾ {calls} · {status}"),
+            dim(),
+        )));
+        out.extend(child.steps.iter().map(|step| {
+            Line::from(vec![
+                Span::styled("│ ▸ ", dim()),
+                Span::raw((*step).to_owned()),
+            ])
+        }));
+        out.extend(
+            child
+                .text
+                .iter()
+                .map(|line| Line::from(Span::styled(format!("│ {line}"), dim()))),
+        );
+        return out;
+    }
+    let mut summary = format!("▸ {calls} · {status}");
+    if entry.state == ToolState::Running
+        && let Some(last) = child.steps.last()
+    {
+        summary.push_str(" · ");
+        summary.push_str(last);
+    }
+    summary.push_str("  (ctrl-o to expand)");
+    out.push(Line::from(Span::styled(summary, dim())));
+    if entry.state != ToolState::Running {
+        // The answer is what the delegation produced: its head stays visible.
+        out.extend(text_lines(&child.text.join("\n"), entry.state, false));
+    }
     out
 }
 
@@ -538,6 +629,80 @@ mod tests {
         assert_eq!(
             text(&lines),
             ["✗ Update todo list  failed 1.2s", "  Error: spawn failed"]
+        );
+    }
+
+    fn delegation(state: ToolState) -> ToolEntry {
+        let mut call = entry("subagent", json!({"prompt": "look"}), state);
+        call.call = ToolCallView::Generic {
+            title: "subagent".into(),
+            kind: None,
+            raw_input: None,
+            content: None,
+            locations: None,
+        };
+        call
+    }
+
+    #[test]
+    fn a_running_delegation_is_a_one_line_summary_until_expanded() {
+        let mut running = delegation(ToolState::Running);
+        running.output = Some("▸ read src/lib.rs\nlooking\n▸ bash ls\n".into());
+        assert_eq!(
+            text(&card_lines(&running, CTX)),
+            [
+                "● subagent  running 0.0s",
+                "  ▸ 2 tool calls · running · bash ls  (ctrl-o to expand)"
+            ]
+        );
+        let expanded = CardContext {
+            expanded: true,
+            ..CTX
+        };
+        assert_eq!(
+            text(&card_lines(&running, expanded)),
+            [
+                "● subagent  running 0.0s",
+                "  ▾ 2 tool calls · running",
+                "  │ ▸ read src/lib.rs",
+                "  │ ▸ bash ls",
+                "  │ looking"
+            ]
+        );
+        let waiting = delegation(ToolState::Running);
+        assert_eq!(
+            text(&card_lines(&waiting, CTX))[1],
+            "  ▸ 0 tool calls · running  (ctrl-o to expand)"
+        );
+    }
+
+    #[test]
+    fn a_finished_delegation_keeps_its_summary_and_shows_the_answer() {
+        let mut done = delegation(ToolState::Done);
+        done.result = Some(ToolResultView::Generic {
+            title: None,
+            content: Some(vec![ContentBlock::text("▸ bash ls\n\nall good")]),
+        });
+        assert_eq!(
+            text(&card_lines(&done, CTX)),
+            [
+                "✓ subagent  1.2s",
+                "  ▸ 1 tool call · done  (ctrl-o to expand)",
+                "  all good"
+            ]
+        );
+        let expanded = CardContext {
+            expanded: true,
+            ..CTX
+        };
+        assert_eq!(
+            text(&card_lines(&done, expanded)),
+            [
+                "✓ subagent  1.2s",
+                "  ▾ 1 tool call · done",
+                "  │ ▸ bash ls",
+                "  │ all good"
+            ]
         );
     }
 }

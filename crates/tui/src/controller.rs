@@ -63,7 +63,7 @@ pub(crate) const KEYS: &[&str] = &[
     "  enter send · alt-enter/ctrl-j newline",
     "  ↑↓ history · pgup/pgdn scroll",
     "  esc cancel the running turn",
-    "  ctrl-o tool output · ctrl-t reasoning",
+    "  ctrl-o tool output, child agents · ctrl-t reasoning",
     "  / commands (tab completes) · @path files",
     "  approvals: y once · a session · n reject",
 ];

@@ -217,3 +217,60 @@ fn live_output_keeps_a_bounded_tail() {
     assert!(output.len() > crate::model::LIVE_TAIL_BYTES - 4);
     assert!(output.ends_with("éend"));
 }
+
+#[test]
+fn a_delegation_card_follows_the_childs_live_progress() {
+    let call = event(
+        0,
+        "tool/call",
+        json!({"turn":1,"step":1,"callId":"c1","name":"subagent","arguments":"{\"prompt\":\"look\"}"}),
+    );
+    let mut t = fold(std::slice::from_ref(&call));
+    let summary = |t: &Transcript| {
+        let Entry::Tool(tool) = &t.entries[0] else {
+            panic!("not a tool entry");
+        };
+        let ctx = crate::cards::CardContext {
+            expanded: false,
+            now_ms: 1000,
+            awaiting_approval: false,
+        };
+        let lines = crate::cards::card_lines(tool, ctx);
+        let text: Vec<String> = lines
+            .iter()
+            .map(|(l, _)| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect();
+        text[1..].join("\n")
+    };
+    // What the subagent tool streams to the call's output sink as the child works.
+    t.append_output("c1", "▸ read src/lib.rs\n");
+    t.append_output("c1", "▸ bash ls\n");
+    assert_eq!(
+        summary(&t),
+        "  ▸ 2 tool calls · running · bash ls  (ctrl-o to expand)"
+    );
+    t.append_output("c1", "▸ grep foo\n");
+    assert_eq!(
+        summary(&t),
+        "  ▸ 3 tool calls · running · grep foo  (ctrl-o to expand)"
+    );
+    let result = Message::tool_result(
+        "c1",
+        vec![ContentBlock::text(
+            "▸ read src/lib.rs\n▸ bash ls\n▸ grep foo\n\nfound it",
+        )],
+        false,
+    );
+    t.apply(
+        &event(
+            1,
+            "tool/result",
+            json!({"turn":1,"step":1,"message": result}),
+        ),
+        &Presenters::default(),
+    );
+    assert_eq!(
+        summary(&t),
+        "  ▸ 3 tool calls · done  (ctrl-o to expand)\n  found it"
+    );
+}
