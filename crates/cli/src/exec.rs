@@ -46,7 +46,7 @@ pub enum Sandbox {
 }
 
 impl Sandbox {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::ReadOnly => "read-only",
             Self::WorkspaceWrite => "workspace-write",

@@ -189,6 +189,15 @@ enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Serve this folder's tools to an MCP client on stdio, under the configured policy.
+    Serve {
+        /// The project folder (default: the current folder).
+        #[arg(long, short = 'C')]
+        cwd: Option<PathBuf>,
+        /// The sandbox mode of the served tools.
+        #[arg(long, short = 's', value_enum)]
+        sandbox: Option<exec::Sandbox>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -271,6 +280,9 @@ fn main() -> ExitCode {
         Some(Command::Mcp {
             command: McpCommand::List { json },
         }) => mcp_cmd::list(json),
+        Some(Command::Mcp {
+            command: McpCommand::Serve { cwd, sandbox },
+        }) => mcp_cmd::serve(cwd, sandbox),
         Some(Command::Sessions {
             command: SessionsCommand::List,
         }) => sessions::list(),

@@ -1,4 +1,5 @@
 //! `dsh mcp list`: the configured MCP servers, whether they answer, and their tools.
+//! `dsh mcp serve`: this folder's tools offered to an MCP client on stdio (`dsh_mcp::ToolServer`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -76,4 +77,80 @@ pub fn list(json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Nobody answers approvals over `dsh mcp serve`: a call that needs one is refused, and stderr
+/// says so (stdout carries the protocol).
+struct NoApprover;
+
+impl dsh_tools::ApprovalService for NoApprover {
+    fn request(
+        &self,
+        request: dsh_tools::ApprovalRequest,
+    ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
+        let why = request
+            .reason
+            .as_deref()
+            .filter(|reason| !reason.trim().is_empty())
+            .map(|reason| format!(" ({reason})"))
+            .unwrap_or_default();
+        note!(
+            "dsh: {} needs approval{why}; dsh mcp serve cannot ask, so it was refused.",
+            request.tool_name
+        );
+        Box::pin(std::future::ready(dsh_tools::ApprovalOutcome::Unavailable))
+    }
+}
+
+/// `dsh mcp serve`: one new session in `cwd`, its tools offered to the MCP client on stdio.
+pub fn serve(
+    cwd: Option<std::path::PathBuf>,
+    sandbox: Option<crate::exec::Sandbox>,
+) -> anyhow::Result<ExitCode> {
+    let cwd = crate::host::cwd_or_current(cwd)?;
+    let mut overrides = crate::host::overrides();
+    if let Some(sandbox) = sandbox {
+        overrides.set("plugins.sandbox.mode", sandbox.as_str());
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let host = crate::host::start(&cwd, overrides).await?;
+        let sessions = host.sessions();
+        let agent = match sessions.create(dsh_host::NewSession {
+            id: None,
+            cwd: cwd.clone(),
+        }) {
+            Ok(agent) => agent,
+            Err(error) => {
+                host.shutdown();
+                return Err(error.into());
+            }
+        };
+        note!("session {}", agent.id());
+        let approvals = agent
+            .scope()
+            .provide::<dyn dsh_tools::ApprovalService>(std::sync::Arc::new(NoApprover));
+        let catalog: dsh_mcp::Catalog = {
+            let sessions = sessions.clone();
+            let agent = agent.clone();
+            std::sync::Arc::new(move || {
+                sessions
+                    .offered_tools(&agent)
+                    .map_err(|error| error.to_string())
+            })
+        };
+        let server = dsh_mcp::ToolServer::new(
+            sessions.registry(),
+            std::sync::Arc::new(agent.clone()),
+            catalog,
+        );
+        let served = server.serve_stdio().await;
+        drop(approvals);
+        agent.dispose().await;
+        host.shutdown();
+        served?;
+        Ok(ExitCode::SUCCESS)
+    })
 }

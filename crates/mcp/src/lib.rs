@@ -8,6 +8,8 @@
 //! retry budget; tools unregister while disconnected), result rendering (text, images as
 //! attachments, resources), and the `dsh mcp list` probe ([`list_servers`]).
 //! [`McpPlugin`] (`[plugins.mcp]` + `[[mcp.servers]]`) mounts the configured servers.
+//! [`ToolServer`] is the other direction (`dsh mcp serve`): a session's tools offered to an MCP
+//! client over stdio, every call through the registry's guarded pipeline.
 //! Does not own: where image bytes live (the attachments plugin's store), timeouts of other
 //! tools, approval.
 //! Must not depend on: the host, a front-end, any `dsh-tool-*` crate.
@@ -21,6 +23,7 @@ mod list;
 mod naming;
 mod plugin;
 mod render;
+mod serve;
 mod server;
 mod tool;
 
@@ -49,6 +52,9 @@ pub use plugin::options as plugin_options;
 pub use render::ImageSupport;
 pub use render::default_media_types;
 pub use render::render_content;
+pub use serve::Catalog;
+pub use serve::ServeError;
+pub use serve::ToolServer;
 pub use server::McpOptions;
 pub use server::McpServer;
 pub use server::STARTUP_BUDGET;
