@@ -1,6 +1,8 @@
 //! How the top-level command line is read: global flags before a subcommand keep the
 //! subcommand, and options that belong after it are refused with a clear message.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 
 fn dsh(args: &[&str]) -> std::process::Output {
@@ -23,7 +25,10 @@ fn a_global_flag_before_the_subcommand_keeps_the_subcommand() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(!stderr.contains("interactive UI"), "{stderr}");
-    assert!(stderr.contains("DEEPSEEK_API_KEY"), "exec ran and asked for the key: {stderr}");
+    assert!(
+        stderr.contains("DEEPSEEK_API_KEY"),
+        "exec ran and asked for the key: {stderr}"
+    );
 
     let listed = dsh(&["--trust-project", "mcp", "list"]);
     let stdout = String::from_utf8_lossy(&listed.stdout);
