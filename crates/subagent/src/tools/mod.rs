@@ -2,6 +2,7 @@
 //! `list_agents` and the continuable child's `report`.
 
 use std::sync::Arc;
+use std::sync::Weak;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::prompt::Section;
@@ -38,6 +39,24 @@ pub(crate) fn caller(subagents: &Subagents, run: &ToolRun) -> Option<AgentHandle
     let agent = run.agent()?;
     let handle = subagents.runtime().directory.get(agent.id())?;
     (handle.scope() == agent.scope()).then_some(handle)
+}
+
+/// The live service and the registered agent calling `tool`, or the tool error upstream gives
+/// when either is missing.
+fn service_and_caller(
+    service: &Weak<Subagents>,
+    run: &ToolRun,
+    tool: &str,
+) -> Result<(Arc<Subagents>, AgentHandle), ToolError> {
+    let subagents = service
+        .upgrade()
+        .ok_or_else(|| ToolError::new("the subagent service is gone"))?;
+    let caller = caller(&subagents, run).ok_or_else(|| {
+        ToolError::new(format!(
+            "{tool} requires a calling agent (exec.agent was undefined)"
+        ))
+    })?;
+    Ok((subagents, caller))
 }
 
 fn define_err(error: dsh_tools::DefineError) -> SubagentError {
@@ -89,14 +108,7 @@ pub fn install_control(subagents: &Arc<Subagents>, scope: &Scope) -> Result<(), 
             async move {
                 let args: SendArgs =
                     serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
-                let subagents = service
-                    .upgrade()
-                    .ok_or_else(|| ToolError::new("the subagent service is gone"))?;
-                let Some(parent) = caller(&subagents, &run) else {
-                    return Err(ToolError::new(
-                        "send_message requires a calling agent (exec.agent was undefined)",
-                    ));
-                };
+                let (subagents, parent) = service_and_caller(&service, &run, "send_message")?;
                 let id = subagents
                     .followup(
                         &parent,
@@ -137,14 +149,7 @@ pub fn install_control(subagents: &Arc<Subagents>, scope: &Scope) -> Result<(), 
             async move {
                 let args: InterruptArgs =
                     serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
-                let subagents = service
-                    .upgrade()
-                    .ok_or_else(|| ToolError::new("the subagent service is gone"))?;
-                let Some(caller) = caller(&subagents, &run) else {
-                    return Err(ToolError::new(
-                        "interrupt_agent requires a calling agent (exec.agent was undefined)",
-                    ));
-                };
+                let (subagents, caller) = service_and_caller(&service, &run, "interrupt_agent")?;
                 subagents.interrupt(&args.agent_id, &InterruptAuthority::Ancestor(caller))?;
                 Ok(json!({"accepted": true}))
             }
@@ -252,14 +257,7 @@ pub fn install_list_agents(subagents: &Arc<Subagents>, scope: &Scope) -> Result<
             async move {
                 let args: ListArgs =
                     serde_json::from_value(args).map_err(|e| ToolError::new(e.to_string()))?;
-                let subagents = service
-                    .upgrade()
-                    .ok_or_else(|| ToolError::new("the subagent service is gone"))?;
-                let Some(parent) = caller(&subagents, &run) else {
-                    return Err(ToolError::new(
-                        "list_agents requires a calling agent (exec.agent was undefined)",
-                    ));
-                };
+                let (subagents, parent) = service_and_caller(&service, &run, "list_agents")?;
                 if parent.scope().service::<SessionProjections>().is_none() {
                     return Err(SubagentError::coded(
                         code::PROJECTIONS_UNAVAILABLE,
