@@ -302,6 +302,9 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|home| trust::command(&home, path, revoke)),
     };
+    // A log still open somewhere (a task the runtime did not get to drop) may have queued
+    // events its writer thread has not written yet; exiting must not lose them.
+    dsh_session::settle_all();
     match result {
         Ok(code) => code,
         Err(error) => {

@@ -926,7 +926,7 @@ impl Controller {
     pub async fn shutdown(&self) {
         let agent = self.session.agent.clone();
         let _ = tokio::time::timeout(Duration::from_secs(3), agent.dispose()).await;
-        if let Err(error) = agent.log().flush() {
+        if let Err(error) = agent.log().sync().await {
             tracing::warn!(%error, "could not flush the session log");
         }
     }
