@@ -211,11 +211,11 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
-    // Re-executed as the process guard of an unconfined tool command: nothing else runs.
-    if let Some(code) = dsh_tool_shell::guard::run_if_invoked() {
+    // Re-executed as the process guard of an unconfined tool command (the fallback when
+    // `dsh-tool-guard` is missing): nothing else runs.
+    if let Some(code) = dsh_tool_guard::run_if_invoked() {
         return code;
     }
-    dsh_tool_shell::guard::set_program(guard_program());
     let cli = Cli::parse();
     if cli.command.is_some() && (cli.cwd.is_some() || cli.model.is_some()) {
         use clap::CommandFactory;
@@ -231,6 +231,7 @@ fn main() -> ExitCode {
     }
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
+    dsh_tool_shell::guard::set_program(guard_program());
     let result = match cli.command {
         None => tui::run(tui::TuiArgs {
             start: dsh_tui::Start::New,
@@ -311,14 +312,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// This binary, as the guard of unconfined tool commands. `/proc/self/exe` still runs the
-/// binary that is running even after it was replaced on disk.
+/// The guard of unconfined tool commands: the `dsh-tool-guard` executable installed next to
+/// this binary; without it, this binary re-executed (same guarantees, but each command then
+/// starts the whole harness binary: a few ms of CPU more per call). `/proc/self/exe` still
+/// runs the binary that is running even after it was replaced on disk.
 fn guard_program() -> PathBuf {
+    let exe = std::env::current_exe();
+    if let Some(guard) = exe.as_deref().ok().and_then(dsh_tool_guard::next_to) {
+        return guard;
+    }
+    tracing::info!(
+        "no `{}` next to the dsh binary; unconfined commands are guarded by dsh itself",
+        dsh_tool_guard::BINARY_NAME
+    );
     let proc_exe = PathBuf::from("/proc/self/exe");
     if proc_exe.exists() {
         return proc_exe;
     }
-    std::env::current_exe().unwrap_or(proc_exe)
+    exe.unwrap_or(proc_exe)
 }
 
 fn init_tracing(to_file: bool) {

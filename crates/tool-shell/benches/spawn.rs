@@ -76,7 +76,7 @@ fn spawn(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     // `DSH_BENCH_NO_GUARD=1` measures the unconfined call without the process guard.
     if std::env::var_os("DSH_BENCH_NO_GUARD").is_none() {
-        dsh_tool_shell::guard::set_program(env!("CARGO_BIN_EXE_dsh-tool-guard"));
+        dsh_tool_shell::guard::set_program(env!("CARGO_BIN_EXE_dsh-tool-guard-test"));
     }
     for mode in [SandboxMode::DangerFullAccess, SandboxMode::WorkspaceWrite] {
         let mut ctx = ShellContext::new(dir.path(), "bench");

@@ -444,25 +444,7 @@ pub fn spawn_error_message(err: &io::Error) -> String {
 
 /// `spawn <file> <CODE>` for any program.
 pub fn spawn_error_message_for(file: &str, err: &io::Error) -> String {
-    let code = match err.raw_os_error() {
-        Some(raw) => errno_name(raw),
-        None => err.to_string(),
-    };
-    format!("spawn {file} {code}")
-}
-
-fn errno_name(raw: i32) -> String {
-    let name = match raw {
-        1 => "EPERM",
-        2 => "ENOENT",
-        7 => "E2BIG",
-        12 => "ENOMEM",
-        13 => "EACCES",
-        20 => "ENOTDIR",
-        24 => "EMFILE",
-        other => return format!("errno {other}"),
-    };
-    name.to_owned()
+    dsh_tool_guard::spawn_error_message_for(file, err)
 }
 
 #[cfg(test)]

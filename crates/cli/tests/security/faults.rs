@@ -108,11 +108,18 @@ fn collect_logs(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_tool_process_outlives_dsh_exec() {
     let mut n = 10;
+    // Unconfined commands once more with `dsh` installed without `dsh-tool-guard`: it guards
+    // them by re-executing itself, with the same guarantees.
+    let runs = MODES
+        .map(|mode| (mode, false))
+        .into_iter()
+        .chain([("danger-full-access", true)]);
     for user in User::all() {
-        for mode in MODES {
+        for (mode, alone) in runs.clone() {
             for signal in [rustix::process::Signal::TERM, rustix::process::Signal::KILL] {
                 n += 1;
-                let case = Case::new(user);
+                let mut case = Case::new(user);
+                case.alone = alone;
                 let marker = marker(n);
                 let task = "start the long job";
                 let server = serve(&scenario(task, &[bash(&detaching(&marker))])).await;
@@ -127,9 +134,10 @@ async fn no_tool_process_outlives_dsh_exec() {
                 send(child.id(), signal);
                 let status = exit_of(&mut child);
                 let took = started.elapsed();
-                wait_until(&format!("{user:?} {mode} {signal:?}: no survivor"), || {
-                    pids_with(&marker).is_empty()
-                });
+                wait_until(
+                    &format!("{user:?} {mode} {signal:?} alone={alone}: no survivor"),
+                    || pids_with(&marker).is_empty(),
+                );
                 if signal == rustix::process::Signal::TERM {
                     assert_eq!(status.code(), Some(143), "{user:?} {mode}");
                     assert!(

@@ -4,7 +4,8 @@
 //! creates the child with `CLONE_VM | CLONE_VFORK`; a fork shares no memory (no `CLONE_VM`).
 //!
 //! Traced with `strace -f`: every process creation by dsh itself, or by its process guard (the
-//! same binary), must share the parent's memory. bash's own forks are bash's business.
+//! `dsh-tool-guard` executable, or dsh re-executed), must share the parent's memory. bash's own
+//! forks are bash's business.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -89,8 +90,8 @@ fn creations_and_execs(trace: &str) -> (Vec<Creation>, HashMap<u32, Vec<String>>
     (creations, execs)
 }
 
-/// Every creation made by a process running `dsh` (dsh itself or its guard) that copies the
-/// address space instead of sharing it until exec.
+/// Every creation made by a process running `dsh` (dsh itself, re-executed as the guard) or the
+/// guard executable that copies the address space instead of sharing it until exec.
 fn forks_by_dsh(trace: &str, root: u32, dsh: &str) -> Vec<String> {
     let (creations, execs) = creations_and_execs(trace);
     // The process (thread group) of every thread, and what each process runs.
@@ -115,7 +116,9 @@ fn forks_by_dsh(trace: &str, root: u32, dsh: &str) -> Vec<String> {
         .filter(|creation| {
             let by_group = group.get(&creation.by).copied().unwrap_or(creation.by);
             let program = runs.get(&by_group).map_or("", String::as_str);
-            program == dsh || program == "/proc/self/exe"
+            program == dsh
+                || program == "/proc/self/exe"
+                || program.ends_with(&format!("/{}", dsh_tool_guard::BINARY_NAME))
         })
         .filter(|creation| !creation.flags.contains("CLONE_VM"))
         .map(|creation| format!("{creation:?}"))
@@ -234,6 +237,23 @@ async fn every_tool_spawn_stays_on_posix_spawn() {
             .filter(|line| line.contains("execve("))
             .count();
         assert!(execs >= 5, "{mode}: only {execs} programs ran:\n{trace}");
+        // Unconfined commands run under the small guard installed next to dsh, not under dsh
+        // re-executed.
+        let guard = dsh_tool_guard::next_to(std::path::Path::new(&dsh)).unwrap();
+        let guard_execs = trace
+            .lines()
+            .filter(|line| line.contains(&format!("execve(\"{}\"", guard.display())))
+            .count();
+        let self_execs = trace
+            .lines()
+            .filter(|line| line.contains("execve(\"/proc/self/exe\""))
+            .count();
+        if mode == "danger-full-access" {
+            assert!(guard_execs >= 2, "{mode}: the guard never ran:\n{trace}");
+        } else {
+            assert_eq!(guard_execs, 0, "{mode}: a guard under bwrap:\n{trace}");
+        }
+        assert_eq!(self_execs, 0, "{mode}: dsh re-executed itself:\n{trace}");
         let forks = forks_by_dsh(&trace, root, &dsh);
         assert!(
             forks.is_empty(),

@@ -57,32 +57,63 @@ fn which(name: &str) -> Option<PathBuf> {
 
 /// The `dsh` binary, reachable by an unprivileged user: the target dir may live under a folder
 /// only root can enter (`/root/.cache/...`), so the binary is linked (or copied) into a
-/// world-readable folder once per test process.
+/// world-readable folder once per test process, with its guard executable beside it.
 pub fn dsh_for(user: User) -> PathBuf {
-    // `DSH_SECURITY_TEST_BIN` runs these tests against another build (e.g. an older one, to
-    // see them fail there).
-    let built = std::env::var_os("DSH_SECURITY_TEST_BIN")
-        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_dsh")), PathBuf::from);
+    let built = built_dsh();
     if user == User::Current {
         return built;
     }
     static SHARED: OnceLock<PathBuf> = OnceLock::new();
     SHARED
         .get_or_init(|| {
-            use std::os::unix::fs::PermissionsExt;
-            remove_stale_links();
-            let dir = std::env::temp_dir().join(format!("dsh-bin-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-            let target = dir.join("dsh");
-            let _ = std::fs::remove_file(&target);
-            if std::fs::hard_link(&built, &target).is_err() {
-                std::fs::copy(&built, &target).unwrap();
+            let dir = shared_bin_dir("with-guard");
+            if let Some(guard) = dsh_tool_guard::next_to(&built) {
+                link_into(&dir, &guard);
             }
-            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
-            target
+            link_into(&dir, &built)
         })
         .clone()
+}
+
+/// `dsh` alone in a world-readable folder, without `dsh-tool-guard` beside it: it must guard
+/// unconfined commands by re-executing itself.
+pub fn dsh_alone() -> PathBuf {
+    static ALONE: OnceLock<PathBuf> = OnceLock::new();
+    ALONE
+        .get_or_init(|| link_into(&shared_bin_dir("alone"), &built_dsh()))
+        .clone()
+}
+
+fn built_dsh() -> PathBuf {
+    // `DSH_SECURITY_TEST_BIN` runs these tests against another build (e.g. an older one, to
+    // see them fail there).
+    std::env::var_os("DSH_SECURITY_TEST_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_dsh")), PathBuf::from)
+}
+
+fn shared_bin_dir(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static CLEANED: OnceLock<()> = OnceLock::new();
+    CLEANED.get_or_init(remove_stale_links);
+    let root = std::env::temp_dir().join(format!("dsh-bin-{}", std::process::id()));
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for folder in [&root, &dir] {
+        std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    dir
+}
+
+/// Hard-links (or copies) `file` into `dir`, executable by everyone; the new path.
+fn link_into(dir: &Path, file: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let target = dir.join(file.file_name().unwrap());
+    let _ = std::fs::remove_file(&target);
+    if std::fs::hard_link(file, &target).is_err() {
+        std::fs::copy(file, &target).unwrap();
+    }
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    target
 }
 
 /// Links left by earlier test processes hold on to their (since rebuilt) binaries.
@@ -104,6 +135,8 @@ fn remove_stale_links() {
 /// A workspace and a dsh home, owned by `user`.
 pub struct Case {
     pub user: User,
+    /// Run [`dsh_alone`] (no guard executable beside it) instead of [`dsh_for`].
+    pub alone: bool,
     pub workspace: tempfile::TempDir,
     pub home: tempfile::TempDir,
 }
@@ -112,6 +145,7 @@ impl Case {
     pub fn new(user: User) -> Self {
         let case = Self {
             user,
+            alone: false,
             workspace: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
         };
@@ -163,7 +197,11 @@ impl Case {
     /// [`Case::command`] with `dsh` started by `wrapper` (e.g. `strace -f -o FILE`); the case's
     /// user still applies to the wrapper and dsh alike.
     pub fn command_under(&self, wrapper: &[&str], args: &[&str], base_url: &str) -> Command {
-        let dsh = dsh_for(self.user);
+        let dsh = if self.alone {
+            dsh_alone()
+        } else {
+            dsh_for(self.user)
+        };
         let mut command = match self.user.uid() {
             None if wrapper.is_empty() => Command::new(&dsh),
             None => {

@@ -7,7 +7,7 @@ use dsh_tool_shell::spill::SpillStore;
 
 /// A context rooted in a fresh temp workspace, with a private spill root inside it.
 pub fn context(dir: &Path) -> ShellContext {
-    dsh_tool_shell::guard::set_program(env!("CARGO_BIN_EXE_dsh-tool-guard"));
+    dsh_tool_shell::guard::set_program(env!("CARGO_BIN_EXE_dsh-tool-guard-test"));
     let mut ctx = ShellContext::new(dir, "sess-1");
     ctx.spill = Arc::new(SpillStore::new(dir.join(".spill")));
     ctx.base_env = Some(vec![(
