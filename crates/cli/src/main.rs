@@ -20,14 +20,11 @@ macro_rules! say {
 }
 
 mod acp;
-mod children;
 mod exec;
 mod host;
 mod mcp_cmd;
 mod out;
-mod prompt_images;
 mod sessions;
-mod signals;
 mod tools_cmd;
 mod trust;
 mod tui;
