@@ -153,6 +153,9 @@ struct Queue {
     stopped: bool,
     /// Batches written (`write` calls with events), for tests and diagnostics.
     batches: u64,
+    /// The writer thread sleeps on the condvar: only then does a producer pay for a wake-up
+    /// (a futex call); while it writes, it drains whatever arrives when it comes back.
+    idle: bool,
 }
 
 impl Queue {
@@ -242,6 +245,10 @@ fn settle_where(matches: impl Fn(&Path) -> bool) {
 }
 
 impl Shared {
+    fn started(&self) -> bool {
+        lock(&self.thread).is_some()
+    }
+
     fn kick(self: &Arc<Self>) {
         self.wake.notify_one();
         let mut thread = lock(&self.thread);
@@ -367,13 +374,16 @@ impl LogWriter {
 
     /// Queues one committed event for the writer thread.
     pub(crate) fn push(&mut self, event: Arc<Event>) {
-        {
+        let idle = {
             let mut queue = lock(&self.shared.queue);
             queue.pending.push(event);
             queue.queued += 1;
             queue.work = true;
+            queue.idle
+        };
+        if idle || !self.shared.started() {
+            self.shared.kick();
         }
-        self.shared.kick();
     }
 
     /// An awaitable barrier on events `0..upto`, registered now (not at first poll); `None`
@@ -480,11 +490,13 @@ fn run(shared: &Shared) {
         let (batch, want_sync, materialize, closing) = {
             let mut queue = lock(&shared.queue);
             while !queue.work && !queue.closing {
+                queue.idle = true;
                 queue = shared
                     .wake
                     .wait(queue)
                     .unwrap_or_else(PoisonError::into_inner);
             }
+            queue.idle = false;
             queue.work = false;
             let batch = std::mem::take(&mut queue.pending);
             let want_sync = batch
