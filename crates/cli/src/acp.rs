@@ -171,10 +171,10 @@ impl SessionFactory for Factory {
     }
 
     fn mcp_transports(&self) -> dsh_acp::McpTransports {
-        // `dsh-mcp` takes streamable-HTTP servers from `session/new`; SSE ones it refuses.
+        // `dsh-mcp` takes streamable-HTTP and legacy HTTP+SSE servers from `session/new`.
         dsh_acp::McpTransports {
             http: true,
-            sse: false,
+            sse: true,
         }
     }
 
