@@ -47,6 +47,7 @@ pub use list::McpServers;
 pub use list::list_servers;
 pub use list::mount_acp_servers;
 pub use list::mount_servers;
+pub use list::status_text;
 pub use naming::prompt_command;
 pub use naming::public_name;
 pub use plugin::McpPlugin;
