@@ -158,12 +158,12 @@ impl AcpHost {
         self.sessions.is_mounted("mcp")
     }
 
-    /// The remote transports advertised besides stdio: `dsh-mcp` takes streamable-HTTP
-    /// servers from `session/new`; SSE ones it refuses.
+    /// The remote transports advertised besides stdio: `dsh-mcp` takes streamable-HTTP and
+    /// legacy HTTP+SSE servers from `session/new`.
     pub(crate) fn mcp_transports(&self) -> McpTransports {
         McpTransports {
             http: self.supports_mcp_servers(),
-            sse: false,
+            sse: self.supports_mcp_servers(),
         }
     }
 

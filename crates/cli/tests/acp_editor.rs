@@ -49,6 +49,10 @@ async fn a_never_prompted_session_is_loaded_and_prompted_from_another_process() 
         "streamable-HTTP MCP servers are accepted, so they are advertised"
     );
     assert_eq!(
+        init["result"]["agentCapabilities"]["mcpCapabilities"]["sse"], true,
+        "legacy HTTP+SSE MCP servers are accepted, so they are advertised"
+    );
+    assert_eq!(
         init["result"]["authMethods"][0]["id"], "api-key-env",
         "{init}"
     );
