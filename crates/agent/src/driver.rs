@@ -35,6 +35,7 @@ use crate::prompt::SNAPSHOT_PLUGIN;
 use crate::prompt::Section;
 use crate::prompt::Slot;
 use crate::prompt::assemble;
+use crate::prompt::complete_section;
 use crate::prompt::order_tools;
 use crate::prompt::render_contexts;
 
@@ -266,14 +267,24 @@ impl AgentHandle {
             Some(registry) => registry.visible(&self.inner.scope),
             None => (Vec::new(), Vec::new()),
         };
+        // A registered complete section (a preset's complete persona) is the whole prompt.
+        let complete =
+            complete_section(&registered).map_err(|e| TurnError::unknown(e.to_string()))?;
         if prompt.persona_complete {
             sections.retain(|s| s.name == "deployment:persona");
+        } else if let Some(complete) = complete {
+            sections = vec![complete];
         } else {
             sections.extend(registered);
             sections.extend(prompt.sections.iter().cloned());
         }
         contexts.extend(prompt.contexts.iter().cloned());
-        if !prompt.include_runtime_context {
+        let suppressed = self
+            .inner
+            .prompts
+            .as_ref()
+            .is_some_and(|registry| registry.contexts_suppressed(&self.inner.scope));
+        if !prompt.include_runtime_context || suppressed {
             contexts.clear();
         }
         let mut vars = prompt.variables.clone();

@@ -87,6 +87,8 @@ impl Default for PromptConfig {
 enum EntryKind {
     Section,
     Context,
+    /// A runtime-context suppressor (ALS §4.2 step 3): its section is a placeholder.
+    Suppressor,
 }
 
 struct Entry {
@@ -126,6 +128,27 @@ impl PromptRegistry {
     /// Registers a dynamic context (a runtime-context snapshot section).
     pub fn register_context(&self, owner: &Scope, section: Section) -> Disposer {
         self.add(owner, EntryKind::Context, section)
+    }
+
+    /// Suppresses runtime-context snapshots for the agents that see this registration (a
+    /// persona with `includeRuntimeContext: false`); disposing the owner lifts it.
+    pub fn suppress_contexts(&self, owner: &Scope) -> Disposer {
+        self.add(
+            owner,
+            EntryKind::Suppressor,
+            Section::new("runtime-context:suppressed", Slot::Environment, ""),
+        )
+    }
+
+    /// Whether any suppressor visible to `agent` is active.
+    pub fn contexts_suppressed(&self, agent: &Scope) -> bool {
+        lock(&self.entries).iter().any(|entry| {
+            entry.kind == EntryKind::Suppressor
+                && match entry.owner.nearest_agent() {
+                    None => true,
+                    Some(owner_agent) => agent.is_within(&owner_agent),
+                }
+        })
     }
 
     /// Registers what goes on the wire as the tool list (a presentation such as Code Mode
@@ -211,6 +234,7 @@ impl PromptRegistry {
                     match entry.kind {
                         EntryKind::Section => sections.push(entry.section.clone()),
                         EntryKind::Context => contexts.push(entry.section.clone()),
+                        EntryKind::Suppressor => {}
                     }
                 }
             }
@@ -325,6 +349,9 @@ pub struct Section {
     pub name: String,
     pub slot: Slot,
     pub text: SectionText,
+    /// The only system-prompt section of the agents that see it (a complete persona): the
+    /// identity and every other section are dropped. More than one is an assembly error.
+    pub complete: bool,
 }
 
 impl Section {
@@ -333,7 +360,15 @@ impl Section {
             name: name.into(),
             slot,
             text: SectionText::Static(text.into()),
+            complete: false,
         }
+    }
+
+    /// Makes this the agent's whole system prompt (ALS §4.2 step 2).
+    #[must_use]
+    pub fn complete(mut self) -> Self {
+        self.complete = true;
+        self
     }
 
     /// A section whose text is computed at every assembly from the agent's scope.
@@ -346,6 +381,7 @@ impl Section {
             name: name.into(),
             slot,
             text: SectionText::Dynamic(Arc::new(text)),
+            complete: false,
         }
     }
 }
@@ -359,6 +395,31 @@ pub enum PromptError {
     Malformed(String),
     #[error("toolOrder lists unregistered tool \"{0}\"")]
     UnknownToolInOrder(String),
+    #[error("more than one complete system prompt section: {0}")]
+    ManyComplete(String),
+}
+
+/// The complete section among `sections` after shadowing by name (a later section replaces an
+/// earlier one of the same name), if any; more than one is an error.
+pub fn complete_section(sections: &[Section]) -> Result<Option<Section>, PromptError> {
+    let mut merged: Vec<&Section> = Vec::with_capacity(sections.len());
+    for section in sections {
+        match merged.iter_mut().find(|s| s.name == section.name) {
+            Some(slot) => *slot = section,
+            None => merged.push(section),
+        }
+    }
+    let complete: Vec<&Section> = merged.into_iter().filter(|s| s.complete).collect();
+    match complete.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some((*one).clone())),
+        many => Err(PromptError::ManyComplete(
+            many.iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        )),
+    }
 }
 
 /// The assembled, evaluated prompt inputs of one step.
@@ -529,6 +590,46 @@ mod tests {
             names,
             ["tools:code-only", "tool:bash", "tool:write", "tools:sdk"]
         );
+    }
+
+    #[test]
+    fn a_scoped_complete_section_shadows_and_two_are_an_error() {
+        let plain = Section::new("deployment:persona", Slot::Persona, "global");
+        let complete = Section::new("deployment:persona", Slot::Persona, "mine").complete();
+        assert!(
+            complete_section(std::slice::from_ref(&complete))
+                .unwrap()
+                .is_some()
+        );
+        // The later (scoped) one of a name wins, complete or not.
+        assert!(
+            complete_section(&[complete.clone(), plain.clone()])
+                .unwrap()
+                .is_none()
+        );
+        let found = complete_section(&[plain, complete.clone()])
+            .unwrap()
+            .unwrap();
+        assert!(matches!(found.text, SectionText::Static(ref t) if t == "mine"));
+        let other = Section::new("other", Slot::Policy, "x").complete();
+        assert_eq!(
+            complete_section(&[complete, other]).unwrap_err(),
+            PromptError::ManyComplete("deployment:persona, other".into())
+        );
+    }
+
+    #[test]
+    fn a_suppressor_applies_to_its_agent_only_until_disposed() {
+        let root = Scope::root();
+        let a = root.child(dsh_kernel::ScopeKind::Agent, "a").unwrap();
+        let b = root.child(dsh_kernel::ScopeKind::Agent, "b").unwrap();
+        let registry = PromptRegistry::default();
+        let piece = a.child(dsh_kernel::ScopeKind::Plugin, "persona").unwrap();
+        registry.suppress_contexts(&piece);
+        assert!(registry.contexts_suppressed(&a));
+        assert!(!registry.contexts_suppressed(&b));
+        piece.dispose();
+        assert!(!registry.contexts_suppressed(&a));
     }
 
     #[test]

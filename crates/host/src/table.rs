@@ -51,5 +51,7 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_subagent::SubagentPlugin>(),
         PluginSpec::of::<dsh_workflow::WorkflowPlugin>(),
         PluginSpec::of::<dsh_subagent_remote::RemoteSubagentsPlugin>(),
+        // Last: a preset's tool filter names the tools every other per-session piece attached.
+        PluginSpec::of::<dsh_presets::PresetsPlugin>(),
     ]
 }

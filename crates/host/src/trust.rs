@@ -164,6 +164,9 @@ fn may_apply(base: &Map<String, Value>, path: &str, value: &Value) -> bool {
         ["plugins", "bash", "run_in_background"] => unchanged || value == &Value::Bool(false),
         ["plugins", "fs", _] | ["plugins", "todo", _] | ["plugins", "session-title", _] => true,
         ["plugins", "spill", "max_inline_bytes"] => true,
+        // A preset only shapes the prompt and narrows the tools; the roster's roots stay the
+        // user's.
+        ["plugins", "agent-presets", "default"] => true,
         _ => unchanged,
     }
 }

@@ -5,7 +5,8 @@
 //! Each (attacher, session) pair is mounted through `dsh_kernel::mount`, so the three ways a
 //! piece goes away are one mechanism: the plugin's scope is disposed (hot reload, unmount) and
 //! every piece it attached is unmounted; the agent ends and its scope takes the pieces with it;
-//! the session's permissions change and every piece is re-applied with `Mounted::reapply`.
+//! the session's permissions or agent preset change and every piece is re-applied with
+//! `Mounted::reapply`.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -253,6 +254,15 @@ impl Sessions {
         if !context.update_permissions(permissions, origin)? {
             return Ok(false);
         }
+        self.reapply(context)
+            .map_err(SetPermissionsError::Reattach)?;
+        Ok(true)
+    }
+
+    /// Re-applies every piece attached to the session of `context`, in attach order, so each
+    /// rebuilds from the session's state now (its permissions, its agent preset). The first
+    /// failing piece's error is returned after the rest were re-applied.
+    pub fn reapply(&self, context: &SessionContext) -> Result<(), PluginError> {
         let pieces: Vec<Arc<Mounted>> = self
             .lock()
             .sessions
@@ -263,13 +273,13 @@ impl Sessions {
         let mut first_error = None;
         for piece in pieces {
             if let Err(error) = piece.reapply(Value::Null) {
-                tracing::warn!(piece = piece.name(), %error, "cannot re-attach after a permission change");
+                tracing::warn!(piece = piece.name(), %error, "cannot re-attach a session's plugin piece");
                 first_error.get_or_insert(error);
             }
         }
         match first_error {
-            Some(error) => Err(SetPermissionsError::Reattach(error)),
-            None => Ok(true),
+            Some(error) => Err(error),
+            None => Ok(()),
         }
     }
 }

@@ -2,21 +2,27 @@
 //!
 //! Owns: the persona row (template, `complete`, `include_runtime_context`) and how it shapes an
 //! agent's prompt; the preset roster (built-in presets, preset folders under configured roots
-//! and `<dshHome>/.agent-presets`, ids, display metadata, the default); each preset's settings
-//! overlay (which plugins and tool mode it composes); the durable `agent-preset/selected`
-//! record of a switch; and the `/preset` command's texts.
-//! Does not own: applying an overlay to a composition (the host does), the command registry.
+//! and `<dshHome>/.agent-presets`, ids, display metadata, the default); what a preset changes
+//! for its agents (persona, tool filter, tool presentation mode); the durable
+//! `agent-preset/selected` record of a switch and the fold that reads it back (resume and fork
+//! see the preset the log says); the `/preset` command; and the `[plugins.agent-presets]`
+//! plugin that applies the session's preset as a per-session piece, re-applied on a switch.
+//! Does not own: the command registry, the per-session re-apply mechanism (`dsh-plugin`).
 //! Must not depend on: front-ends, the host.
+
+mod plugin;
+
+pub use plugin::AgentPresets;
+pub use plugin::PresetsPlugin;
+pub use plugin::SelectError;
 
 use std::path::Path;
 use std::path::PathBuf;
 
-use dsh_agent::PromptConfig;
 use dsh_session::data::EventData;
+use dsh_tools::PresentationMode;
 use serde::Deserialize;
 use serde::Serialize;
-use serde_json::Value;
-use serde_json::json;
 
 /// A load error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,18 +47,6 @@ fn yes() -> bool {
     true
 }
 
-impl Persona {
-    /// Shapes `prompt` for an agent of this persona.
-    pub fn apply(&self, prompt: &mut PromptConfig) {
-        prompt.persona = self.text.clone();
-        prompt.persona_complete = self.complete;
-        if self.complete {
-            prompt.include_harness_identity = false;
-        }
-        prompt.include_runtime_context = self.include_runtime_context;
-    }
-}
-
 /// Where a preset came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PresetOrigin {
@@ -71,10 +65,31 @@ pub struct Preset {
     pub name: Option<String>,
     pub description: Option<String>,
     pub persona: Option<Persona>,
-    /// The configuration overlay (`{"plugins": {...}, "tools": {...}}`) the host applies to
-    /// this preset's agents.
-    pub settings: Value,
+    /// What the preset changes about its agents' tools.
+    pub tools: PresetTools,
     pub origin: PresetOrigin,
+}
+
+/// `[tools]` of a preset: which tools its agents are offered and how they reach them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetTools {
+    /// Only these tools (of those the session would offer).
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// Never these tools.
+    #[serde(default)]
+    pub deny: Option<Vec<String>>,
+    /// `native`, `code` or `both`; absent keeps the configured `tools.mode`.
+    #[serde(default)]
+    pub mode: Option<PresentationMode>,
+}
+
+impl PresetTools {
+    /// Whether the preset leaves the tools alone.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_none() && self.deny.is_none() && self.mode.is_none()
+    }
 }
 
 impl Preset {
@@ -91,11 +106,7 @@ struct PresetFile {
     description: Option<String>,
     persona: Option<Persona>,
     #[serde(default)]
-    plugins: Option<toml::Table>,
-    #[serde(default)]
-    tools: Option<toml::Table>,
-    #[serde(default)]
-    model: Option<toml::Table>,
+    tools: PresetTools,
 }
 
 /// `[a-z0-9][a-z0-9-]*`.
@@ -121,24 +132,23 @@ pub fn read_preset(dir: &Path, trusted: bool) -> Result<Preset, PresetError> {
         .map_err(|e| PresetError(format!("{}: {e}", path.display())))?;
     let file: PresetFile = toml::from_str(&text)
         .map_err(|e| PresetError(format!("{}: {}", path.display(), e.message())))?;
-    let mut settings = serde_json::Map::new();
-    for (key, table) in [
-        ("plugins", file.plugins),
-        ("tools", file.tools),
-        ("model", file.model),
-    ] {
-        if let Some(table) = table {
-            let value = serde_json::to_value(table)
-                .map_err(|e| PresetError(format!("{}: {e}", path.display())))?;
-            settings.insert(key.to_owned(), value);
-        }
+    if [&file.tools.allow, &file.tools.deny]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|name| name == "run_code")
+    {
+        return Err(PresetError(format!(
+            "{}: tools: run_code cannot be allowed or denied (use tools.mode)",
+            path.display()
+        )));
     }
     Ok(Preset {
         id,
         name: file.name,
         description: file.description,
         persona: file.persona,
-        settings: Value::Object(settings),
+        tools: file.tools,
         origin: PresetOrigin::Folder {
             path: dir.to_path_buf(),
             trusted,
@@ -146,70 +156,81 @@ pub fn read_preset(dir: &Path, trusted: bool) -> Result<Preset, PresetError> {
     })
 }
 
-/// The presets dsh ships.
+/// The `standard` preset's id: the composition as configured.
+pub const STANDARD: &str = "standard";
+
+/// The persona of the `minimal` preset (model-facing prose, ours).
+pub const MINIMAL_PERSONA: &str = "You are a coding assistant powered by the {{model}} model. Your working directory is {{cwd}}. Answer directly, and use a tool only when the task needs it.";
+
+/// The presets dsh ships. `standard` changes nothing, so a session on the default preset sees
+/// exactly the configured composition (`[prompt] persona`, `tools.mode`).
 pub fn builtin_presets() -> Vec<Preset> {
-    let persona = |complete: bool, text: &str| Persona {
-        text: text.to_owned(),
-        complete,
-        include_runtime_context: true,
-    };
     vec![
         Preset {
-            id: "standard".into(),
+            id: STANDARD.into(),
             name: Some("Standard".into()),
-            description: Some(
-                "Every tool offered on its own; workspace instructions and compaction on.".into(),
-            ),
-            persona: Some(persona(
-                false,
-                "You are a software engineering agent using the {{model}} model, working in {{cwd}}.",
-            )),
-            settings: json!({}),
+            description: Some("The configured tools, prompt and persona.".into()),
+            persona: None,
+            tools: PresetTools::default(),
             origin: PresetOrigin::Builtin,
         },
         Preset {
             id: "code".into(),
             name: Some("Code".into()),
             description: Some("Tools are called from programs through run_code.".into()),
-            persona: Some(persona(
-                false,
-                "You are a software engineering agent using the {{model}} model, working in {{cwd}}. Prefer one program that does several steps over many single tool calls.",
-            )),
-            settings: json!({"tools": {"mode": "code"}}),
+            persona: None,
+            tools: PresetTools {
+                mode: Some(PresentationMode::Code),
+                ..PresetTools::default()
+            },
             origin: PresetOrigin::Builtin,
         },
         Preset {
             id: "minimal".into(),
             name: Some("Minimal".into()),
-            description: Some("A bare prompt and no compaction.".into()),
-            persona: Some(persona(
-                true,
-                "You are an assistant using the {{model}} model. Answer directly and use tools only when asked.",
-            )),
-            settings: json!({"plugins": {"compaction": {"enabled": false}}}),
+            description: Some("The persona is the whole system prompt.".into()),
+            persona: Some(Persona {
+                text: MINIMAL_PERSONA.into(),
+                complete: true,
+                include_runtime_context: true,
+            }),
+            tools: PresetTools::default(),
             origin: PresetOrigin::Builtin,
         },
     ]
 }
 
 /// A preset root.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PresetRoot {
     pub path: PathBuf,
+    /// Recorded on the presets it holds; no preset key can widen policy or start a process,
+    /// so nothing is refused for an untrusted root today.
     #[serde(default)]
     pub trust: bool,
 }
 
-/// `agent-presets` settings.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[plugins.agent-presets]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct PresetsConfig {
+    /// The preset of a new session.
     pub default: String,
-    #[serde(default)]
+    /// Preset folders, searched before `<dshHome>/.agent-presets`.
     pub roots: Vec<PresetRoot>,
-    #[serde(default = "yes", alias = "includeUserRoot")]
+    /// Whether `<dshHome>/.agent-presets` is searched.
     pub include_user_root: bool,
+}
+
+impl Default for PresetsConfig {
+    fn default() -> Self {
+        Self {
+            default: STANDARD.to_owned(),
+            roots: Vec::new(),
+            include_user_root: true,
+        }
+    }
 }
 
 /// The roster: built-ins, then folders (a folder preset replaces a built-in of the same id;
@@ -375,21 +396,6 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn personas_shape_the_prompt() {
-        let mut prompt = PromptConfig::default();
-        Persona {
-            text: "T".into(),
-            complete: true,
-            include_runtime_context: false,
-        }
-        .apply(&mut prompt);
-        assert!(prompt.persona_complete);
-        assert!(!prompt.include_harness_identity);
-        assert!(!prompt.include_runtime_context);
-        assert_eq!(prompt.persona, "T");
-    }
-
-    #[test]
     fn ids_follow_the_pattern() {
         for good in ["standard", "a", "0x", "my-preset"] {
             assert!(valid_id(good), "{good}");
@@ -416,10 +422,12 @@ mod tests {
         write(
             "two",
             "review",
-            "description = \"Reviews\"\n[plugins.compaction]\nenabled = false\n[tools]\nmode = \"native\"\n",
+            "description = \"Reviews\"\n[tools]\ndeny = [\"bash\"]\nmode = \"native\"\n",
         );
         write("two", "Bad_Id", "name = \"x\"\n");
         write("two", "broken", "persona = 3\n");
+        write("two", "overlay", "[plugins.compaction]\nenabled = false\n");
+        write("two", "coded", "[tools]\ndeny = [\"run_code\"]\n");
         let home = dir.path().join("home");
         write("home/.agent-presets", "mine", "name = \"User\"\n");
         let config = PresetsConfig {
@@ -448,9 +456,16 @@ mod tests {
         ));
         let review = roster.get("review").unwrap();
         assert_eq!(
-            review.settings,
-            json!({"plugins": {"compaction": {"enabled": false}}, "tools": {"mode": "native"}})
+            review.tools,
+            PresetTools {
+                allow: None,
+                deny: Some(vec!["bash".into()]),
+                mode: Some(PresentationMode::Native),
+            }
         );
+        // A key a preset cannot apply is refused, not ignored: the folder is skipped.
+        assert!(roster.get("overlay").is_none());
+        assert!(roster.get("coded").is_none());
         assert!(matches!(
             roster.get("mine").unwrap().origin,
             PresetOrigin::Folder { trusted: true, .. }
@@ -470,13 +485,15 @@ mod tests {
     }
 
     #[test]
-    fn the_builtins_ship_a_complete_minimal_persona_without_compaction() {
-        let minimal = builtin_presets()
-            .into_iter()
-            .find(|p| p.id == "minimal")
-            .unwrap();
-        assert!(minimal.persona.unwrap().complete);
-        assert_eq!(minimal.settings["plugins"]["compaction"]["enabled"], false);
+    fn the_builtins_change_nothing_by_default_and_minimal_is_complete() {
+        let builtins = builtin_presets();
+        let standard = builtins.iter().find(|p| p.id == STANDARD).unwrap();
+        assert!(standard.persona.is_none() && standard.tools.is_empty());
+        let minimal = builtins.iter().find(|p| p.id == "minimal").unwrap();
+        assert!(minimal.persona.as_ref().unwrap().complete);
+        let code = builtins.iter().find(|p| p.id == "code").unwrap();
+        assert_eq!(code.tools.mode, Some(PresentationMode::Code));
+        assert_eq!(PresetsConfig::default().default, STANDARD);
     }
 
     #[test]
@@ -512,7 +529,7 @@ mod tests {
                 preset: "code".into()
             })
             .unwrap(),
-            json!({"preset": "code"})
+            serde_json::json!({"preset": "code"})
         );
     }
 }

@@ -68,6 +68,9 @@ impl Restriction {
 struct Layer {
     tools: IndexMap<String, (u64, Arc<ToolDefinition>)>,
     restrictions: Vec<(u64, Restriction)>,
+    /// Narrowings ([`ToolRegistry::narrow`]): unlike restrictions they also cover the
+    /// agent's own tools.
+    narrowings: Vec<(u64, Restriction)>,
     guards: Vec<(u64, GuardFn)>,
     mode: Option<(u64, PresentationMode)>,
 }
@@ -76,11 +79,15 @@ impl Layer {
     fn is_empty(&self) -> bool {
         self.tools.is_empty()
             && self.restrictions.is_empty()
+            && self.narrowings.is_empty()
             && self.guards.is_empty()
             && self.mode.is_none()
     }
     fn admits(&self, name: &str) -> bool {
         self.restrictions.iter().all(|(_, r)| r.admits(name))
+    }
+    fn narrows_out(&self, name: &str) -> bool {
+        self.narrowings.iter().any(|(_, r)| !r.admits(name))
     }
 }
 
@@ -104,6 +111,12 @@ impl State {
         }
     }
     /// Drops a scoped layer once nothing is left in it.
+    /// Whether a narrowing on `chain` hides `name`.
+    fn narrowed(&self, chain: &[ScopeId], name: &str) -> bool {
+        chain
+            .iter()
+            .any(|id| self.scoped.get(id).is_some_and(|l| l.narrows_out(name)))
+    }
     fn prune(&mut self, key: Option<ScopeId>) {
         if let Some(id) = key
             && self.scoped.get(&id).is_some_and(Layer::is_empty)
@@ -346,6 +359,60 @@ impl ToolRegistry {
         }))
     }
 
+    /// Narrows what `scope`'s agent (and its descendants) is offered and may call to `filter`,
+    /// over every tool it would see, its own agent-layer tools included (an agent preset's
+    /// tool list). Names it does not know are not an error: a preset is written for many
+    /// compositions. `run_code` cannot be named.
+    pub fn narrow(&self, scope: &Scope, filter: ToolFilter) -> Result<Disposer, RestrictError> {
+        let Some(agent) = scope.nearest_agent() else {
+            return Err(RestrictError::Unscoped);
+        };
+        if filter.allow.is_none() && filter.deny.is_none() {
+            return Err(RestrictError::Empty);
+        }
+        if filter
+            .allow
+            .iter()
+            .chain(filter.deny.iter())
+            .flatten()
+            .any(|n| n.as_str() == RUN_CODE)
+        {
+            return Err(RestrictError::Reserved);
+        }
+        let key = Some(agent.id());
+        let id = next_id();
+        self.write().layer_mut(key).narrowings.push((
+            id,
+            Restriction {
+                allow: filter.allow.map(|a| a.into_iter().collect()),
+                deny: filter.deny.map(|d| d.into_iter().collect()),
+            },
+        ));
+        let agent_id = agent.id();
+        let undo = move |registry: &ToolRegistry| {
+            let mut state = registry.write();
+            let removed = state.scoped.get_mut(&agent_id).is_some_and(|layer| {
+                let before = layer.narrowings.len();
+                layer.narrowings.retain(|(entry, _)| *entry != id);
+                before != layer.narrowings.len()
+            });
+            state.prune(key);
+            removed
+        };
+        if let Err(error) = self.notify() {
+            undo(self);
+            return Err(RestrictError::ChangeListener(error));
+        }
+        let me = self.me.clone();
+        Ok(scope.defer(move || {
+            if let Some(registry) = me.upgrade()
+                && undo(&registry)
+            {
+                registry.notify_logged();
+            }
+        }))
+    }
+
     /// A final, monotonic deny. Global from an agent-less scope; otherwise it applies to the
     /// agent's scope and its descendants. Does not notify `tools/change`.
     pub fn guard(
@@ -521,6 +588,9 @@ impl ToolRegistry {
         let Some((own, ancestors)) = chain.split_last() else {
             return state.global.tools.get(name).map(|(_, d)| d.clone());
         };
+        if state.narrowed(chain, name) {
+            return None;
+        }
         if let Some((_, def)) = state.scoped.get(own).and_then(|l| l.tools.get(name)) {
             return Some(def.clone());
         }
@@ -567,6 +637,7 @@ impl ToolRegistry {
                     visible.insert(name.clone(), def.clone());
                 }
             }
+            visible.retain(|name, _| !state.narrowed(&chain, name));
         }
         let mut out: Vec<Arc<ToolDefinition>> = visible.into_values().collect();
         if self.mode_in(&chain) != PresentationMode::Native

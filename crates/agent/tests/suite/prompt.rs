@@ -158,6 +158,7 @@ async fn item_57_runtime_context_snapshots_track_changes() {
         name: "sandbox:policy".into(),
         slot: Slot::Sandbox,
         text: SectionText::Dynamic(Arc::new(move |_| source.lock().unwrap().clone())),
+        complete: false,
     };
     let rig = Rig::with(Options {
         prompt: PromptConfig {

@@ -414,3 +414,43 @@ fn item_30_own_tools_are_exempt_and_ancestor_restrictions_reach_descendants() {
     assert_eq!(names(&registry, Some(&child)), vec!["own"]);
     assert_eq!(names(&registry, Some(&parent)), vec!["g2", "p"]);
 }
+
+#[test]
+fn a_narrowing_covers_own_tools_too_names_the_unknown_freely_and_lifts() {
+    let (root, registry) = setup();
+    registry.register(&root, text_tool("g1", "x")).unwrap();
+    registry.register(&root, text_tool("g2", "x")).unwrap();
+    let (agent_scope, _) = agent(&root, "agent");
+    let piece = agent_scope.child(ScopeKind::Plugin, "preset").unwrap();
+    registry.register(&piece, text_tool("own", "x")).unwrap();
+    registry.register(&piece, text_tool("own2", "x")).unwrap();
+    let lift = registry
+        .narrow(&piece, allow(&["g1", "own", "not-here"]))
+        .unwrap();
+    assert_eq!(names(&registry, Some(&agent_scope)), vec!["g1", "own"]);
+    // Hidden means not callable either.
+    assert!(registry.get("own2", Some(&agent_scope)).is_none());
+    assert!(registry.get("g2", Some(&agent_scope)).is_none());
+    assert!(registry.get("own", Some(&agent_scope)).is_some());
+    // Other agents are untouched.
+    let (other, _) = agent(&root, "other");
+    assert_eq!(names(&registry, Some(&other)), vec!["g1", "g2"]);
+    lift.dispose();
+    assert_eq!(
+        names(&registry, Some(&agent_scope)),
+        vec!["g1", "g2", "own", "own2"]
+    );
+    registry.narrow(&piece, deny(&["own"])).unwrap();
+    assert_eq!(
+        names(&registry, Some(&agent_scope)),
+        vec!["g1", "g2", "own2"]
+    );
+    assert!(matches!(
+        registry.narrow(&root, deny(&["g1"])),
+        Err(RestrictError::Unscoped)
+    ));
+    assert!(matches!(
+        registry.narrow(&piece, deny(&["run_code"])),
+        Err(RestrictError::Reserved)
+    ));
+}
