@@ -60,9 +60,8 @@ use crate::error::AcpError;
 use crate::error::internal_error;
 use crate::error::invalid_params;
 use crate::error::texts;
-use crate::factory::ModeState;
-use crate::factory::NewSession;
-use crate::factory::SessionFactory;
+use crate::host::AcpHost;
+use crate::host::ModeState;
 use crate::prompt;
 use crate::session::PromptSlot;
 use crate::session::Session;
@@ -103,7 +102,7 @@ struct State {
 }
 
 pub(crate) struct Bridge {
-    factory: Arc<dyn SessionFactory>,
+    host: AcpHost,
     config: BridgeConfig,
     state: Mutex<State>,
     /// Settling prompts; teardown waits for them so every prompt gets its answer.
@@ -136,9 +135,9 @@ fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
 }
 
 impl Bridge {
-    pub(crate) fn new(factory: Arc<dyn SessionFactory>, config: BridgeConfig) -> Self {
+    pub(crate) fn new(sessions: dsh_host::SessionHost, config: BridgeConfig) -> Self {
         Self {
-            factory,
+            host: AcpHost::new(sessions),
             config,
             state: Mutex::new(State::default()),
             tasks: TaskTracker::new(),
@@ -184,8 +183,8 @@ impl Bridge {
             .and_then(serde_json::Value::as_bool)
             == Some(true);
         let images = crate::images::advertised(
-            self.factory.prompt_images().as_deref(),
-            self.factory.image_input(None),
+            self.host.prompt_images().as_deref(),
+            self.host.image_input(None),
         );
         let elicitation_form = request
             .client_capabilities
@@ -213,13 +212,13 @@ impl Bridge {
             )
             .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()))
             .mcp_capabilities({
-                let transports = self.factory.mcp_transports();
+                let transports = self.host.mcp_transports();
                 McpCapabilities::new()
                     .http(transports.http)
                     .sse(transports.sse)
             });
         let auth_methods = self
-            .factory
+            .host
             .auth_methods()
             .into_iter()
             .map(|method| {
@@ -244,14 +243,14 @@ impl Bridge {
         request: &AuthenticateRequest,
     ) -> Result<AuthenticateResponse, RpcError> {
         let id = request.method_id.0.to_string();
-        if !self.factory.auth_methods().iter().any(|m| m.id == id) {
+        if !self.host.auth_methods().iter().any(|m| m.id == id) {
             return Err(invalid_params(format!(
                 "unknown authentication method: {id}"
             )));
         }
-        self.factory
+        self.host
             .check_credentials()
-            .map_err(crate::error::FactoryError::into_rpc)?;
+            .map_err(crate::error::Failure::into_rpc)?;
         Ok(AuthenticateResponse::new())
     }
 
@@ -262,13 +261,13 @@ impl Bridge {
     ) -> Result<(NewSessionResponse, Arc<Session>), RpcError> {
         self.ensure_open()?;
         check_cwd(&request.cwd)?;
-        self.factory
+        self.host
             .check_credentials()
-            .map_err(crate::error::FactoryError::into_rpc)?;
+            .map_err(crate::error::Failure::into_rpc)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
         }
-        if !request.mcp_servers.is_empty() && !self.factory.supports_mcp_servers() {
+        if !request.mcp_servers.is_empty() && !self.host.supports_mcp_servers() {
             return Err(invalid_params(texts::MCP_SERVERS));
         }
         let mcp_servers = request
@@ -278,14 +277,10 @@ impl Bridge {
             .collect::<Result<Vec<_>, _>>()?;
         let session_id = uuid::Uuid::new_v4().to_string();
         let parts = self
-            .factory
-            .create(NewSession {
-                session_id: session_id.clone(),
-                cwd: request.cwd.clone(),
-                mcp_servers,
-            })
+            .host
+            .create(session_id.clone(), request.cwd.clone(), mcp_servers)
             .await
-            .map_err(crate::error::FactoryError::into_rpc)?;
+            .map_err(crate::error::Failure::into_rpc)?;
         let elicitation = lock(&self.state).elicitation_form;
         // Persisted now, not at the first prompt: another process may load or list it.
         if let Err(error) = parts.agent.log().persist() {
@@ -304,7 +299,7 @@ impl Bridge {
             connection,
             client,
             false,
-            self.factory.prompt_images(),
+            self.host.prompt_images(),
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
@@ -341,7 +336,7 @@ impl Bridge {
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
         }
-        if !request.mcp_servers.is_empty() && !self.factory.supports_mcp_servers() {
+        if !request.mcp_servers.is_empty() && !self.host.supports_mcp_servers() {
             return Err(invalid_params(texts::MCP_SERVERS));
         }
         let id = request.session_id.0.to_string();
@@ -368,10 +363,9 @@ impl Bridge {
         connection: ConnectionTo<Client>,
     ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
         let parts = self
-            .factory
-            .load(id.clone(), cwd.clone())
-            .await
-            .map_err(crate::error::FactoryError::into_rpc)?;
+            .host
+            .load(&id)
+            .map_err(crate::error::Failure::into_rpc)?;
         let stored = parts.agent.log().header().cwd.clone();
         if stored.as_deref().map(Path::new) != Some(cwd.as_path()) {
             parts.agent.dispose().await;
@@ -385,7 +379,7 @@ impl Bridge {
         let client = self.client_view();
         let agent = parts.agent.clone();
         crate::questions::offer(&agent, connection.clone(), elicitation);
-        let images = self.factory.prompt_images();
+        let images = self.host.prompt_images();
         let session = Session::attach(id, cwd, parts, connection, client, true, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
@@ -432,10 +426,9 @@ impl Bridge {
             );
         }
         let mut stored = self
-            .factory
-            .list(request.cwd.clone())
-            .await
-            .map_err(crate::error::FactoryError::into_rpc)?;
+            .host
+            .list(request.cwd.as_deref())
+            .map_err(crate::error::Failure::into_rpc)?;
         stored.sort_by_key(|entry| std::cmp::Reverse(entry.updated_at_ms));
         for entry in stored {
             if seen.contains(&entry.session_id)
@@ -468,11 +461,11 @@ impl Bridge {
                 None => return Err(invalid_params(format!("unknown mode: {mode}"))),
             }
         };
-        self.factory
+        self.host
             .set_mode(&session.agent, &mode)
-            .map_err(crate::error::FactoryError::into_rpc)?;
+            .map_err(crate::error::Failure::into_rpc)?;
         if let Some(modes) = lock(&session.modes).as_mut() {
-            // The session's mode watch already moved it here (and said so) while the factory
+            // The session's mode watch already moved it here (and said so) while the host
             // applied it: one `current_mode_update`, not two.
             if modes.current == mode && before != mode {
                 return Ok(SetSessionModeResponse::new());
@@ -488,7 +481,7 @@ impl Bridge {
     /// The session's config options: a `model` select over the host's models (the current one
     /// listed even when the catalog lacks it). `None` when the host offers no models.
     fn config_options(&self, session: &Session) -> Option<Vec<SessionConfigOption>> {
-        let mut models = self.factory.models();
+        let mut models = self.host.models();
         if models.is_empty() {
             return None;
         }
@@ -578,8 +571,8 @@ impl Bridge {
         }
         // Output failures before this prompt belong to earlier work, not to this answer.
         let _ = session.take_delivery_failure();
-        let store = self.factory.prompt_images();
-        let route = || self.factory.image_input(Some(&session.agent));
+        let store = self.host.prompt_images();
+        let route = || self.host.image_input(Some(&session.agent));
         let images = prompt::ImageAdmission {
             advertised: lock(&self.state).images_advertised,
             store: store.as_deref(),

@@ -16,11 +16,10 @@ pub enum AcpError {
     Connection(#[from] RpcError),
 }
 
-/// A failure a [`crate::SessionFactory`] reports; its text reaches the client verbatim inside
-/// the JSON-RPC error message.
+/// A failure of a host call (create, load, list, a mode switch, a route lookup); its text
+/// reaches the client verbatim inside the JSON-RPC error message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FactoryError {
+pub(crate) enum Failure {
     /// The request is wrong for this host (wrong cwd, unknown id, unsupported option):
     /// answered as invalid params.
     #[error("{0}")]
@@ -34,16 +33,16 @@ pub enum FactoryError {
     AuthRequired(String),
 }
 
-impl FactoryError {
-    pub fn invalid(detail: impl Into<String>) -> Self {
+impl Failure {
+    pub(crate) fn invalid(detail: impl Into<String>) -> Self {
         Self::Invalid(detail.into())
     }
 
-    pub fn internal(detail: impl Into<String>) -> Self {
+    pub(crate) fn internal(detail: impl Into<String>) -> Self {
         Self::Internal(detail.into())
     }
 
-    pub fn auth_required(detail: impl Into<String>) -> Self {
+    pub(crate) fn auth_required(detail: impl Into<String>) -> Self {
         Self::AuthRequired(detail.into())
     }
 

@@ -81,7 +81,7 @@ pub(crate) fn decode(image: &ImageContent) -> Result<PromptImage, RpcError> {
 /// formats and a configured route that declares image input.
 pub(crate) fn advertised(
     store: Option<&dyn PromptImageStore>,
-    route: Result<ImageInput, crate::FactoryError>,
+    route: Result<ImageInput, crate::error::Failure>,
 ) -> bool {
     let Some(store) = store else {
         return false;
@@ -169,7 +169,7 @@ mod tests {
         });
         assert!(!advertised(Some(&png), text_only));
         assert!(!advertised(Some(&png), Ok(ImageInput::Unresolved)));
-        let failed = Err(crate::FactoryError::internal("lookup failed"));
+        let failed = Err(crate::error::Failure::internal("lookup failed"));
         assert!(!advertised(Some(&png), failed));
     }
 }

@@ -9,9 +9,10 @@
 //! replay alike, running calls' live output as progress updates, and the client as the
 //! agents' approval channel.
 //! Does not own: how agents are composed (tools, model, policy) or where image bytes are kept:
-//! a [`SessionFactory`] from the CLI supplies agents, the route's image facts and a
-//! [`PromptImageStore`].
-//! Must not depend on: `dsh-cli`, concrete tool crates (cards come through the registry).
+//! [`dsh_host::SessionHost`] supplies agents, modes (the approval presets, plan mode), models,
+//! the route's image facts and the attachment store.
+//! Must not depend on: `dsh` (the binary), concrete tool crates (cards come through the
+//! registry).
 
 mod approval;
 mod bridge;
@@ -19,7 +20,7 @@ mod cards;
 mod client_fs;
 mod client_terminal;
 mod error;
-mod factory;
+mod host;
 mod images;
 pub mod lines;
 mod live;
@@ -32,21 +33,10 @@ mod time;
 
 pub use bridge::BridgeConfig;
 pub use error::AcpError;
-pub use error::FactoryError;
 pub use error::auth_required;
 pub use error::internal_error;
 pub use error::invalid_params;
 pub use error::texts;
-pub use factory::AuthMethodInfo;
-pub use factory::McpTransports;
-pub use factory::ModeInfo;
-pub use factory::ModeState;
-pub use factory::ModeWatch;
-pub use factory::NewSession;
-pub use factory::SessionFactory;
-pub use factory::SessionParts;
-pub use factory::StoredSession;
-pub use factory::stored_sessions;
 pub use images::ImageInput;
 pub use images::ImageStoreError;
 pub use images::PROMPT_MEDIA_TYPES;

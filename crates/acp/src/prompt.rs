@@ -9,7 +9,7 @@ use dsh_session::Event;
 use dsh_session::data::TurnEnd;
 use dsh_session::data::TurnEndReason;
 
-use crate::error::FactoryError;
+use crate::error::Failure;
 use crate::error::internal_error;
 use crate::error::invalid_params;
 use crate::error::texts;
@@ -24,7 +24,7 @@ pub(crate) struct ImageAdmission<'a> {
     pub(crate) advertised: bool,
     pub(crate) store: Option<&'a dyn PromptImageStore>,
     /// The session's current route; asked only when the prompt carries images.
-    pub(crate) route: &'a dyn Fn() -> Result<ImageInput, FactoryError>,
+    pub(crate) route: &'a dyn Fn() -> Result<ImageInput, Failure>,
 }
 
 impl ImageAdmission<'_> {
@@ -137,7 +137,7 @@ fn save(
     batch: &[images::PromptImage],
     images: &ImageAdmission<'_>,
 ) -> Result<Vec<dsh_tools::ImageAttachment>, RpcError> {
-    match (images.route)().map_err(FactoryError::into_rpc)? {
+    match (images.route)().map_err(Failure::into_rpc)? {
         ImageInput::Unresolved => return Err(invalid_params(texts::IMAGE_ROUTE_UNRESOLVED)),
         ImageInput::Model {
             model,
@@ -314,14 +314,14 @@ mod tests {
         AcpBlock::Image(ImageContent::new("iVBORw0KGgo=", "image/png"))
     }
 
-    fn vision() -> Result<ImageInput, FactoryError> {
+    fn vision() -> Result<ImageInput, Failure> {
         Ok(ImageInput::Model {
             model: "vision".into(),
             accepts_images: true,
         })
     }
 
-    type Route = dyn Fn() -> Result<ImageInput, FactoryError>;
+    type Route = dyn Fn() -> Result<ImageInput, Failure>;
 
     fn error_message(result: Result<Vec<ContentBlock>, RpcError>) -> String {
         result.unwrap_err().message
@@ -406,7 +406,7 @@ mod tests {
                 "Invalid params: inline image prompts need a model route, and the current one could not be resolved",
             ),
             (
-                &|| Err(FactoryError::internal("catalog unavailable")),
+                &|| Err(Failure::internal("catalog unavailable")),
                 "Internal error: catalog unavailable",
             ),
         ];

@@ -19,7 +19,6 @@ use agent_client_protocol::v1::schema::SetSessionModeRequest;
 use crate::bridge::Bridge;
 use crate::bridge::BridgeConfig;
 use crate::error::AcpError;
-use crate::factory::SessionFactory;
 
 /// Answers a `session/new` or `session/load`, then sends the session's commands: the
 /// client knows the session id only once the response frame is out.
@@ -45,21 +44,21 @@ fn respond_then_announce<
 /// carries protocol frames only; log through `tracing` to stderr. A bad line (not UTF-8, over
 /// [`crate::lines::MAX_LINE_BYTES`]) is answered with a parse error and the next one served.
 pub async fn serve_stdio(
-    factory: Arc<dyn SessionFactory>,
+    sessions: dsh_host::SessionHost,
     config: BridgeConfig,
 ) -> Result<(), AcpError> {
-    serve_stdio_until(factory, config, std::future::pending()).await
+    serve_stdio_until(sessions, config, std::future::pending()).await
 }
 
 /// [`serve_stdio`] that also stops, tearing every session down the same way, when `stop`
 /// completes (a signal).
 pub async fn serve_stdio_until(
-    factory: Arc<dyn SessionFactory>,
+    sessions: dsh_host::SessionHost,
     config: BridgeConfig,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AcpError> {
     let (transport, writer) = crate::lines::transport(tokio::io::stdin(), tokio::io::stdout());
-    let served = serve_until(factory, config, transport, stop).await;
+    let served = serve_until(sessions, config, transport, stop).await;
     drain(writer).await;
     served
 }
@@ -75,7 +74,7 @@ async fn drain(writer: tokio::task::JoinHandle<()>) {
 /// Serves ACP over tokio byte streams (a pipe, a socket, a `tokio::io::duplex` half), with the
 /// same line rules as [`serve_stdio`].
 pub async fn serve<R, W>(
-    factory: Arc<dyn SessionFactory>,
+    sessions: dsh_host::SessionHost,
     config: BridgeConfig,
     incoming: R,
     outgoing: W,
@@ -85,27 +84,27 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let (transport, writer) = crate::lines::transport(incoming, outgoing);
-    let served = serve_until(factory, config, transport, std::future::pending()).await;
+    let served = serve_until(sessions, config, transport, std::future::pending()).await;
     drain(writer).await;
     served
 }
 
 /// Serves ACP over any transport of the official crate (`ByteStreams`, `Lines`, …).
 pub async fn serve_transport(
-    factory: Arc<dyn SessionFactory>,
+    sessions: dsh_host::SessionHost,
     config: BridgeConfig,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), AcpError> {
-    serve_until(factory, config, transport, std::future::pending()).await
+    serve_until(sessions, config, transport, std::future::pending()).await
 }
 
 async fn serve_until(
-    factory: Arc<dyn SessionFactory>,
+    sessions: dsh_host::SessionHost,
     config: BridgeConfig,
     transport: impl ConnectTo<Agent> + 'static,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AcpError> {
-    let bridge = Arc::new(Bridge::new(factory, config));
+    let bridge = Arc::new(Bridge::new(sessions, config));
     let result = Agent
         .v1()
         .name("dsh-acp")

@@ -119,6 +119,11 @@ impl AgentHandle {
             tracing::error!(agent = %self.inner.id, %error, "cannot close turn {turn}");
             return false;
         }
+        // The turn is over once its end is durable; the log's writer does the fsync.
+        if let Err(error) = self.inner.log.sync().await {
+            tracing::error!(agent = %self.inner.id, %error, "turn {turn} is not durable");
+            return false;
+        }
         more
     }
 
@@ -171,7 +176,11 @@ impl AgentHandle {
                 self.step(turn, step, &assembly, abort).await
             }
             .await;
-            let closed = self.inner.log.append_data(&StepEnd { turn, step }, None);
+            // The step is over once `step/end` is durable: a failed write fails the step.
+            let closed = match self.inner.log.append_data(&StepEnd { turn, step }, None) {
+                Ok(_) => self.inner.log.sync().await,
+                Err(error) => Err(error),
+            };
             let step_end = result?;
             closed?;
             if *ends != Some(TurnEndReason::MaxTokens) {

@@ -53,7 +53,7 @@ async fn run(handle: &AgentHandle, task: &str, last: bool) -> Result<RunOutcome,
         handle.followup(message)?;
     }
     handle.when_idle().await;
-    log.flush()?;
+    log.sync().await?;
     let mut text = String::new();
     let mut reason = None;
     let mut in_run = false;

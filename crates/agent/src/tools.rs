@@ -109,6 +109,13 @@ impl AgentHandle {
                         break;
                     }
                 }
+                // The record must be in the file before the tool can act: after a SIGKILL,
+                // crash repair then reports the call's outcome as unknown, never as a call
+                // that did not start (which invites a blind retry).
+                if let Err(error) = self.inner.log.written().await {
+                    failure = Some(error.into());
+                    break;
+                }
                 let input = ToolCallInput::new(
                     call.id.clone(),
                     call.name.clone(),

@@ -20,14 +20,11 @@ macro_rules! say {
 }
 
 mod acp;
-mod children;
 mod exec;
 mod host;
 mod mcp_cmd;
 mod out;
-mod prompt_images;
 mod sessions;
-mod signals;
 mod tools_cmd;
 mod trust;
 mod tui;
@@ -302,6 +299,9 @@ fn main() -> ExitCode {
             .map_err(anyhow::Error::from)
             .and_then(|home| trust::command(&home, path, revoke)),
     };
+    // A log still open somewhere (a task the runtime did not get to drop) may have queued
+    // events its writer thread has not written yet; exiting must not lose them.
+    dsh_session::settle_all();
     match result {
         Ok(code) => code,
         Err(error) => {

@@ -57,3 +57,15 @@ impl Write for QuietStderr {
         Ok(())
     }
 }
+
+/// The headless front-ends' streams: stdout lines written and flushed as they come (a closed
+/// reader is reported, so a stream stops), stderr lines through [`stderr`].
+pub fn io() -> dsh_headless::Io {
+    dsh_headless::Io {
+        stdout: std::sync::Arc::new(|line: &str| {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").and_then(|()| out.flush())
+        }),
+        stderr: std::sync::Arc::new(|line: &str| stderr(format_args!("{line}\n"))),
+    }
+}

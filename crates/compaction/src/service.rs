@@ -414,7 +414,7 @@ impl Compaction {
         let closed = self.bracket_closed(log, before);
         match result {
             Ok(result) => {
-                log.flush().map_err(|_| {
+                log.sync().await.map_err(|_| {
                     ManualCompactionError::new(
                         ManualCode::Persistence,
                         crate::error::MANUAL_PERSISTENCE,
@@ -423,7 +423,7 @@ impl Compaction {
                 Ok(Some(result))
             }
             Err(error) => {
-                if closed && let Err(flush) = log.flush() {
+                if closed && let Err(flush) = log.sync().await {
                     tracing::warn!(session = %log.id(), %flush, "manual compaction: flush after a failed attempt failed");
                 }
                 let error = if signal.is_cancelled() {

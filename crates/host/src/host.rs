@@ -328,6 +328,13 @@ impl Host {
         }
     }
 
+    /// A fresh plugin-kind scope under the root for what an embedder registers outside the
+    /// table (a test's own tools and hooks, a front-end's global command): visible to every
+    /// session, disposed with the host or with the returned scope.
+    pub fn extension_scope(&self, name: &str) -> Result<Scope, HostError> {
+        Ok(self.inner.root.child(ScopeKind::Plugin, name)?)
+    }
+
     /// The names of the plugins mounted now, in table order.
     pub fn mounted(&self) -> Vec<&'static str> {
         lock(&self.inner.state)
@@ -768,6 +775,14 @@ impl SessionHost {
         self.inner.store.clone()
     }
 
+    /// Whether plugin `name` is mounted now.
+    pub fn is_mounted(&self, name: &str) -> bool {
+        lock(&self.inner.state)
+            .rows
+            .iter()
+            .any(|row| row.spec.name == name && row.mounted.is_some())
+    }
+
     /// The open session `id`, if any.
     pub fn live(&self, id: &str) -> Option<AgentHandle> {
         self.inner.services.sessions.get(id).map(|(agent, _)| agent)
@@ -860,6 +875,31 @@ impl SessionHost {
         self.inner.root.service::<LocalAttachmentStore>()
     }
 
+    /// The image at `path` as a content block for `model`, saved in the attachment store
+    /// (`@path` in the TUI); `None` when the route does not take images or no store is
+    /// mounted (the path alone is sent).
+    pub fn image_block(
+        &self,
+        agent: &AgentHandle,
+        model: &str,
+        path: &Path,
+    ) -> Result<Option<dsh_protocol::ContentBlock>, HostError> {
+        if self.accepts_images(agent.provider(), model) != Some(true) {
+            return Ok(None);
+        }
+        let Some(store) = self.attachments() else {
+            return Ok(None);
+        };
+        let bytes = std::fs::read(path).map_err(|e| HostError::Invalid(e.to_string()))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let invalid = |e: dsh_attachments::AttachmentError| HostError::Invalid(e.to_string());
+        let record = store.describe(&bytes, None, name).map_err(invalid)?;
+        store.save(&record, &bytes).map_err(invalid)?;
+        let attachment = serde_json::to_value(record)
+            .map_err(|e| HostError::Invalid(format!("cannot describe the image: {e}")))?;
+        Ok(Some(dsh_protocol::ContentBlock::Image { attachment }))
+    }
+
     /// Connects MCP servers given for one session (ACP `session/new`): their tools live in
     /// the agent's scope and go away with it.
     pub async fn start_session_mcp(
@@ -898,5 +938,53 @@ impl SessionHost {
     /// Reload outcomes as they happen.
     pub fn reports(&self) -> broadcast::Receiver<ReloadReport> {
         self.inner.reports.subscribe()
+    }
+
+    /// The environment variable the configured provider reads its key from: `[model]
+    /// api_key_env`, else the provider's own.
+    pub fn api_key_env(&self) -> String {
+        let state = lock(&self.inner.state);
+        if let Some(name) = &state.core.model.api_key_env {
+            return name.clone();
+        }
+        if state.core.model.provider == dsh_llm::openai::PROVIDER {
+            dsh_llm::openai::DEFAULT_API_KEY_ENV.to_owned()
+        } else {
+            "DEEPSEEK_API_KEY".to_owned()
+        }
+    }
+
+    /// Whether [`SessionHost::api_key_env`] holds a key now.
+    pub fn has_api_key(&self) -> bool {
+        std::env::var(self.api_key_env()).is_ok_and(|key| !key.trim().is_empty())
+    }
+
+    /// What `/model` (TUI) and the `model` config option (ACP) offer: the built-in adapter's
+    /// models (none for an embedder's own adapter), the `[[model.catalog]]` entries and the
+    /// configured model, each once.
+    pub fn models(&self) -> Vec<String> {
+        let mut models: Vec<String> = if self.inner.custom_adapter {
+            Vec::new()
+        } else {
+            dsh_llm::DeepSeekConfig::default()
+                .models
+                .iter()
+                .map(|m| m.id.clone())
+                .collect()
+        };
+        let state = lock(&self.inner.state);
+        models.extend(
+            state
+                .core
+                .model
+                .catalog
+                .iter()
+                .map(|entry| entry.id.clone()),
+        );
+        models.push(state.core.model.name.clone());
+        drop(state);
+        let mut seen = std::collections::HashSet::new();
+        models.retain(|m| seen.insert(m.clone()));
+        models
     }
 }

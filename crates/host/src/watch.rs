@@ -117,4 +117,28 @@ impl Host {
         });
         Ok(ConfigWatch { task })
     }
+
+    /// [`Host::watch`] for the life of the returned guard, with each reload outcome logged (a
+    /// refused or partial reload as a warning): the editor's ACP log and the TUI's log file
+    /// show it. A watch that cannot start is logged: changes then need a restart.
+    pub fn watch_and_log(&self) -> Option<ConfigWatch> {
+        let mut reports = self.reports();
+        tokio::spawn(async move {
+            while let Ok(report) = reports.recv().await {
+                match report {
+                    crate::ReloadReport::Rejected { .. } | crate::ReloadReport::Partial { .. } => {
+                        tracing::warn!("{report}")
+                    }
+                    _ => tracing::info!("{report}"),
+                }
+            }
+        });
+        match self.watch() {
+            Ok(watch) => Some(watch),
+            Err(error) => {
+                tracing::warn!(%error, "configuration changes will need a restart");
+                None
+            }
+        }
+    }
 }

@@ -104,44 +104,111 @@ fn spec(server: &McpServer, prompt: Prompt) -> CommandSpec {
     }
 }
 
-/// Once `server` is connected, registers one command per prompt it lists, owned by the
-/// server's scope (so they go when the server is unmounted). Names that are not valid command
-/// names are skipped.
+/// Waits until `server` is connected; false when it never will be (gave up, closed).
+async fn connected(server: &McpServer) -> bool {
+    let mut watch = server.watch();
+    loop {
+        match watch.borrow_and_update().state {
+            ServerState::Connected => return true,
+            ServerState::Disabled | ServerState::Failed { .. } | ServerState::Closed => {
+                return false;
+            }
+            ServerState::Connecting | ServerState::Reconnecting { .. } => {}
+        }
+        if watch.changed().await.is_err() {
+            return false;
+        }
+    }
+}
+
+/// The commands of one prompt listing, owned by a child of the server's scope.
+struct Installed {
+    scope: dsh_kernel::Scope,
+    listing: String,
+}
+
+/// Replaces the registered prompt commands with `prompts` (unless the listing is the one
+/// already registered, so an unchanged re-list leaves the registry alone).
+fn install(
+    registry: &CommandRegistry,
+    server: &McpServer,
+    prompts: Vec<Prompt>,
+    installed: &mut Option<Installed>,
+) {
+    let listing = serde_json::to_string(&prompts).unwrap_or_default();
+    if installed.as_ref().is_some_and(|i| i.listing == listing) {
+        return;
+    }
+    if let Some(old) = installed.take() {
+        old.scope.dispose();
+    }
+    let scope = match server.scope().child(
+        dsh_kernel::ScopeKind::Plugin,
+        format!("mcp:{}:prompts", server.name()),
+    ) {
+        Ok(scope) => scope,
+        // The server is being unmounted.
+        Err(error) => {
+            tracing::debug!(server = server.name(), %error, "no prompt commands");
+            return;
+        }
+    };
+    for prompt in prompts {
+        let name = crate::prompt_command(server.name(), &prompt.name);
+        if !dsh_commands::is_valid_name(&name) {
+            tracing::debug!(server = server.name(), %name, "prompt name is not a command name");
+            continue;
+        }
+        if let Err(error) = registry.register(&scope, spec(server, prompt)) {
+            tracing::warn!(server = server.name(), %name, %error, "cannot register prompt command");
+        }
+    }
+    *installed = Some(Installed { scope, listing });
+}
+
+/// Keeps one command per prompt `server` lists, owned by the server's scope (so they go when
+/// the server is unmounted): listed once connected, and again after every reconnect and every
+/// `notifications/prompts/list_changed`. During an outage the commands stay (like the tools);
+/// they go when the server gives up. Names that are not valid command names are skipped.
 pub fn register_prompt_commands(
     registry: &CommandRegistry,
     server: &McpServer,
 ) -> tokio::task::JoinHandle<()> {
     let (registry, server) = (registry.clone(), server.clone());
     tokio::spawn(async move {
-        let mut watch = server.watch();
+        let mut changes = server.prompt_changes();
+        let mut installed: Option<Installed> = None;
         loop {
-            match watch.borrow_and_update().state {
-                ServerState::Connected => break,
-                ServerState::Disabled | ServerState::Failed { .. } => return,
-                _ => {}
-            }
-            if watch.changed().await.is_err() {
+            if !connected(&server).await {
+                if let Some(old) = installed.take() {
+                    old.scope.dispose();
+                }
                 return;
             }
-        }
-        let prompts = match server.prompts().await {
-            Ok(prompts) => prompts,
-            Err(error) => {
-                tracing::debug!(server = server.name(), %error, "no prompt commands");
-                return;
+            changes.borrow_and_update();
+            match server.prompts().await {
+                Ok(prompts) => install(&registry, &server, prompts, &mut installed),
+                // A failed re-list keeps the commands there are.
+                Err(error) => {
+                    tracing::debug!(server = server.name(), %error, "prompts/list failed")
+                }
             }
-        };
-        for prompt in prompts {
-            let name = crate::prompt_command(server.name(), &prompt.name);
-            if !dsh_commands::is_valid_name(&name) {
-                tracing::debug!(server = server.name(), %name, "prompt name is not a command name");
-                continue;
-            }
-            if let Err(error) = registry.register(server.scope(), spec(&server, prompt)) {
-                tracing::warn!(server = server.name(), %name, %error, "cannot register prompt command");
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() {
+                    return;
+                },
+                () = ended(&server) => {}
             }
         }
     })
+}
+
+/// Resolves once `server` is closed or gave up (the loop then takes its commands away).
+async fn ended(server: &McpServer) {
+    let mut watch = server.watch();
+    let _ = watch
+        .wait_for(|s| matches!(s.state, ServerState::Failed { .. } | ServerState::Closed))
+        .await;
 }
 
 #[cfg(test)]

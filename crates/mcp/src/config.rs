@@ -12,12 +12,18 @@ use crate::error::ConfigError;
 /// Default per-call deadline (`toolCallTimeoutMs`).
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 
-/// One MCP server. Exactly one of `command` (stdio) and `url` (streamable HTTP) is set.
+/// One MCP server. Exactly one of `command` (stdio) and `url` (streamable HTTP, or the legacy
+/// HTTP+SSE transport with `transport = "sse"`) is set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// `^[A-Za-z0-9_-]{1,32}$`; the middle part of `mcp__<name>__<tool>`.
     pub name: String,
+    /// `stdio`, `streamable-http` (also `http`) or `sse`; `type` is accepted as its name, as
+    /// in other clients' server files. Unset: stdio with a `command`, streamable HTTP with a
+    /// `url`. Only `sse` needs saying: its URL looks like any other.
+    #[serde(default, alias = "type", skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportKind>,
     /// stdio: the program to spawn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -29,7 +35,8 @@ pub struct McpServerConfig {
     /// Working directory of the child; unset means dsh's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// streamable HTTP: the endpoint (for example `http://127.0.0.1:3001/mcp`).
+    /// streamable HTTP: the endpoint (for example `http://127.0.0.1:3001/mcp`); SSE: the event
+    /// stream (for example `http://127.0.0.1:3001/sse`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Sent on every HTTP request.
@@ -58,9 +65,9 @@ pub struct ReconnectConfig {
     pub max_delay_ms: u64,
     /// Consecutive failures after which the server's tools are unregistered for good.
     pub max_attempts: u32,
-    /// streamable HTTP only: how often an idle session is pinged, so a dead server is noticed
-    /// (and its tools unregistered) without waiting for a call. 0 turns it off. A stdio
-    /// server's death is seen at once (its pipe closes).
+    /// HTTP transports only: how often an idle session is pinged, so a dead server is noticed
+    /// without waiting for a call. 0 turns it off. A stdio server's death is seen at once (its
+    /// pipe closes); so is an SSE server's that closes its stream, the ping covers a silent one.
     pub ping_interval_ms: u64,
 }
 
@@ -83,6 +90,27 @@ fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
 
+/// The `transport` a row names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    Stdio,
+    #[serde(alias = "http")]
+    StreamableHttp,
+    /// The legacy HTTP+SSE transport (protocol 2024-11-05).
+    Sse,
+}
+
+impl TransportKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Stdio => "stdio",
+            TransportKind::StreamableHttp => "streamable-http",
+            TransportKind::Sse => "sse",
+        }
+    }
+}
+
 /// How a server is reached, after validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
@@ -96,14 +124,20 @@ pub enum Transport {
         url: String,
         headers: BTreeMap<String, String>,
     },
+    /// The legacy HTTP+SSE transport: `url` is the event stream.
+    Sse {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
 }
 
 impl Transport {
-    /// `stdio` or `streamable-http`, as `dsh mcp list` shows it.
+    /// `stdio`, `streamable-http` or `sse`, as `dsh mcp list` shows it.
     pub fn kind(&self) -> &'static str {
         match self {
             Transport::Stdio { .. } => "stdio",
             Transport::StreamableHttp { .. } => "streamable-http",
+            Transport::Sse { .. } => "sse",
         }
     }
 }
@@ -126,9 +160,18 @@ impl McpServerConfig {
         }
     }
 
+    /// A legacy HTTP+SSE server (`url` is its event stream) with defaults for everything else.
+    pub fn sse(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            transport: Some(TransportKind::Sse),
+            ..Self::http(name, url)
+        }
+    }
+
     fn empty(name: String) -> Self {
         Self {
             name,
+            transport: None,
             command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
@@ -156,22 +199,34 @@ impl McpServerConfig {
                 server: self.name.clone(),
             });
         }
+        let needs = |field: &'static str, kind: TransportKind| ConfigError::TransportNeeds {
+            server: self.name.clone(),
+            transport: kind.as_str(),
+            field,
+        };
         match (&self.command, &self.url) {
-            (Some(command), None) if !command.is_empty() => Ok(Transport::Stdio {
-                command: command.clone(),
-                args: self.args.clone(),
-                env: self.env.clone(),
-                cwd: self.cwd.clone().filter(|c| !c.is_empty()),
-            }),
+            (Some(command), None) if !command.is_empty() => match self.transport {
+                None | Some(TransportKind::Stdio) => Ok(Transport::Stdio {
+                    command: command.clone(),
+                    args: self.args.clone(),
+                    env: self.env.clone(),
+                    cwd: self.cwd.clone().filter(|c| !c.is_empty()),
+                }),
+                Some(kind) => Err(needs("url", kind)),
+            },
             (None, Some(url)) if !url.is_empty() => {
+                if self.transport == Some(TransportKind::Stdio) {
+                    return Err(needs("command", TransportKind::Stdio));
+                }
                 if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
                     return Err(ConfigError::StdioFieldsOnHttp {
                         server: self.name.clone(),
                     });
                 }
-                Ok(Transport::StreamableHttp {
-                    url: url.clone(),
-                    headers: self.headers.clone(),
+                let (url, headers) = (url.clone(), self.headers.clone());
+                Ok(match self.transport {
+                    Some(TransportKind::Sse) => Transport::Sse { url, headers },
+                    _ => Transport::StreamableHttp { url, headers },
                 })
             }
             (Some(_), Some(_)) => Err(ConfigError::BothTransports {
@@ -184,8 +239,8 @@ impl McpServerConfig {
     }
 
     /// Converts one ACP `session/new` `mcpServers` entry (its JSON wire shape):
-    /// stdio `{name, command, args, env:[{name,value}]}` or `{type:"http", name, url,
-    /// headers:[{name,value}]}`. SSE servers are refused. Takes JSON so this crate does not
+    /// stdio `{name, command, args, env:[{name,value}]}`, `{type:"http", name, url,
+    /// headers:[{name,value}]}` or the same with `type:"sse"`. Takes JSON so this crate does not
     /// depend on the ACP schema crate: pass `serde_json::to_value(&server)`.
     pub fn from_acp(entry: &Value) -> Result<Self, ConfigError> {
         let bad = |why: &str| ConfigError::InvalidAcpServer {
@@ -238,14 +293,19 @@ impl McpServerConfig {
                     ..Self::stdio(name, command, args)
                 }
             }
-            Some("http") => {
+            Some(kind @ ("http" | "sse")) => {
                 let url = object
                     .get("url")
                     .and_then(Value::as_str)
                     .ok_or_else(|| bad("missing string \"url\""))?;
+                let base = if kind == "sse" {
+                    Self::sse(name, url)
+                } else {
+                    Self::http(name, url)
+                };
                 Self {
                     headers: pairs("headers")?,
-                    ..Self::http(name, url)
+                    ..base
                 }
             }
             Some(other) => {

@@ -63,7 +63,71 @@ fn validation_names_the_problem() {
 }
 
 #[test]
-fn acp_entries_convert_and_sse_is_refused() {
+fn the_transport_field_selects_sse_and_must_fit_the_row() {
+    let sse: McpServerConfig = serde_json::from_value(json!({
+        "name": "old", "transport": "sse", "url": "http://127.0.0.1:3001/sse",
+        "headers": {"Authorization": "Bearer t"}
+    }))
+    .unwrap();
+    assert_eq!(
+        sse.validate().unwrap(),
+        Transport::Sse {
+            url: "http://127.0.0.1:3001/sse".into(),
+            headers: BTreeMap::from([("Authorization".to_owned(), "Bearer t".to_owned())]),
+        }
+    );
+    assert_eq!(
+        sse,
+        McpServerConfig {
+            headers: sse.headers.clone(),
+            ..McpServerConfig::sse("old", "http://127.0.0.1:3001/sse")
+        }
+    );
+    // Other clients' files call it `type`; `http` is streamable HTTP.
+    let typed: McpServerConfig = serde_json::from_value(
+        json!({"name": "t", "type": "sse", "url": "http://127.0.0.1:1/sse"}),
+    )
+    .unwrap();
+    assert_eq!(typed.validate().unwrap().kind(), "sse");
+    for (given, kind) in [
+        ("http", "streamable-http"),
+        ("streamable-http", "streamable-http"),
+    ] {
+        let row: McpServerConfig = serde_json::from_value(
+            json!({"name": "h", "transport": given, "url": "http://127.0.0.1:1/mcp"}),
+        )
+        .unwrap();
+        assert_eq!(row.validate().unwrap().kind(), kind);
+    }
+    let explicit_stdio: McpServerConfig =
+        serde_json::from_value(json!({"name": "s", "transport": "stdio", "command": "srv"}))
+            .unwrap();
+    assert_eq!(explicit_stdio.validate().unwrap().kind(), "stdio");
+
+    let sse_with_command: McpServerConfig =
+        serde_json::from_value(json!({"name": "x", "transport": "sse", "command": "srv"})).unwrap();
+    assert_eq!(
+        sse_with_command.validate().unwrap_err().to_string(),
+        "mcp server \"x\": transport \"sse\" needs `url`"
+    );
+    let stdio_with_url: McpServerConfig = serde_json::from_value(
+        json!({"name": "y", "transport": "stdio", "url": "http://127.0.0.1:1/"}),
+    )
+    .unwrap();
+    assert_eq!(
+        stdio_with_url.validate().unwrap_err().to_string(),
+        "mcp server \"y\": transport \"stdio\" needs `command`"
+    );
+    let unknown = serde_json::from_value::<McpServerConfig>(
+        json!({"name": "z", "transport": "websocket", "url": "ws://127.0.0.1:1/"}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(unknown.contains("unknown variant `websocket`"), "{unknown}");
+}
+
+#[test]
+fn acp_entries_convert_sse_included() {
     let stdio = McpServerConfig::from_acp(&json!({
         "name": "fs", "command": "/bin/srv", "args": ["--x"],
         "env": [{"name": "A", "value": "1"}]
@@ -85,11 +149,18 @@ fn acp_entries_convert_and_sse_is_refused() {
     assert_eq!(http.headers["Authorization"], "Bearer t");
 
     let sse = McpServerConfig::from_acp(&json!({
-        "type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []
+        "type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse",
+        "headers": [{"name": "X-Key", "value": "k"}]
+    }))
+    .unwrap();
+    assert_eq!(sse.validate().unwrap().kind(), "sse");
+    assert_eq!(sse.headers["X-Key"], "k");
+    let ws = McpServerConfig::from_acp(&json!({
+        "type": "ws", "name": "new", "url": "ws://127.0.0.1:9/"
     }));
     assert_eq!(
-        sse.unwrap_err().to_string(),
-        "mcp server \"old\": the sse transport is not supported (use stdio or http)"
+        ws.unwrap_err().to_string(),
+        "mcp server \"new\": the ws transport is not supported (use stdio, http or sse)"
     );
     assert!(McpServerConfig::from_acp(&json!({"name": "x"})).is_err());
 }

@@ -1,4 +1,5 @@
-//! One live MCP session over stdio or streamable HTTP (rmcp), plus the initial `tools/list`.
+//! One live MCP session over stdio, streamable HTTP (rmcp) or legacy HTTP+SSE ([`crate::sse`]),
+//! plus the initial `tools/list`.
 
 use std::collections::HashMap;
 use std::process::Stdio;
@@ -47,9 +48,13 @@ pub(crate) struct ClientSide {
     pub(crate) questions: Option<Arc<dsh_user_questions::UserQuestions>>,
     /// The server's name, shown with its questions.
     pub(crate) server: String,
+    /// Bumped on `notifications/prompts/list_changed` (and by the server on every connect):
+    /// the prompt commands re-list when it moves.
+    pub(crate) prompts_changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
-/// Receives server notifications and requests: `tools/list_changed`, progress, `roots/list`.
+/// Receives server notifications and requests: the `list_changed` notifications, progress,
+/// `roots/list`, elicitation.
 #[derive(Clone)]
 struct Handler {
     info: ClientConfig,
@@ -91,6 +96,15 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.list_changed.notify_one();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.side.prompts_changed.send_modify(|n| *n += 1);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // Nothing to refresh: resources are listed and read on demand, never cached.
+        tracing::debug!(server = %self.side.server, "mcp resources changed");
     }
 
     async fn on_progress(
@@ -330,6 +344,29 @@ pub(crate) async fn connect(
                     )
                 })?
                 .map_err(|e| format!("initialize failed ({url}): {e}"))?;
+            (running, None)
+        }
+        Transport::Sse {
+            url,
+            headers: given,
+        } => {
+            let headers = headers(server, given).map_err(|e| e.to_string())?;
+            // Opening the stream and waiting for its `endpoint` event are part of connecting.
+            let serve = async {
+                let sse = crate::sse::SseClientTransport::connect(url, headers)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                handler
+                    .serve_with_ct(sse, shutdown.clone())
+                    .await
+                    .map_err(|e| format!("initialize failed ({url}): {e}"))
+            };
+            let running = tokio::time::timeout(timeout, serve).await.map_err(|_| {
+                format!(
+                    "no initialize answer from {url} within {}ms",
+                    timeout.as_millis()
+                )
+            })??;
             (running, None)
         }
     };

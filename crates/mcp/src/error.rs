@@ -7,10 +7,18 @@
 pub enum ConfigError {
     #[error("mcp server name \"{name}\" must match ^[A-Za-z0-9_-]{{1,32}}$")]
     InvalidName { name: String },
-    #[error("mcp server \"{server}\" needs either `command` (stdio) or `url` (streamable HTTP)")]
+    #[error(
+        "mcp server \"{server}\" needs either `command` (stdio) or `url` (streamable HTTP or SSE)"
+    )]
     NoTransport { server: String },
     #[error("mcp server \"{server}\" sets both `command` and `url`; pick one transport")]
     BothTransports { server: String },
+    #[error("mcp server \"{server}\": transport \"{transport}\" needs `{field}`")]
+    TransportNeeds {
+        server: String,
+        transport: &'static str,
+        field: &'static str,
+    },
     #[error(
         "mcp server \"{server}\" has a `url`: `args`, `env` and `cwd` apply to stdio servers only"
     )]
@@ -20,7 +28,7 @@ pub enum ConfigError {
     #[error("invalid ACP mcpServers entry: {reason}")]
     InvalidAcpServer { reason: String },
     #[error(
-        "mcp server \"{server}\": the {transport} transport is not supported (use stdio or http)"
+        "mcp server \"{server}\": the {transport} transport is not supported (use stdio, http or sse)"
     )]
     UnsupportedAcpTransport { server: String, transport: String },
     #[error("mcp server \"{server}\": invalid header \"{header}\"")]

@@ -1,5 +1,6 @@
 //! `dsh-mcp`: the MCP client. Tools from any Model Context Protocol server (stdio or
-//! streamable HTTP, via the official `rmcp` SDK) become dsh tools named
+//! streamable HTTP via the official `rmcp` SDK, or the legacy HTTP+SSE transport via this
+//! crate's own client of it) become dsh tools named
 //! `mcp__<server>__<tool>` (catalog spec §4).
 //!
 //! Owns: server declarations ([`McpServerConfig`], the `[[mcp.servers]]` row and the ACP
@@ -25,6 +26,7 @@ mod plugin;
 mod render;
 mod serve;
 mod server;
+mod sse;
 mod tool;
 
 pub use commands::prompt_arguments;
@@ -33,6 +35,7 @@ pub use config::DEFAULT_TIMEOUT_MS;
 pub use config::McpServerConfig;
 pub use config::ReconnectConfig;
 pub use config::Transport;
+pub use config::TransportKind;
 pub use config::scrubbed_env;
 pub use connection::CLIENT_NAME;
 pub use connection::CLIENT_VERSION;
@@ -44,6 +47,7 @@ pub use list::McpServers;
 pub use list::list_servers;
 pub use list::mount_acp_servers;
 pub use list::mount_servers;
+pub use list::status_text;
 pub use naming::prompt_command;
 pub use naming::public_name;
 pub use plugin::McpPlugin;

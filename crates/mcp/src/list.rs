@@ -168,3 +168,64 @@ async fn probe(config: &McpServerConfig) -> ServerStatus {
     }
     status
 }
+
+/// `dsh mcp list` as text: each server with its transport and state, its error, tools (name
+/// and first description line), resources and prompts (as slash commands).
+pub fn status_text(statuses: &[ServerStatus]) -> Result<String, serde_json::Error> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if statuses.is_empty() {
+        out.push_str("no MCP servers configured (add [[mcp.servers]] to $DSH_HOME/config.toml)\n");
+    }
+    let text = |value: &serde_json::Value, key: &str| -> String {
+        value
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    for status in statuses {
+        let value = serde_json::to_value(status)?;
+        let state = value
+            .get("state")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("unknown");
+        let _ = writeln!(
+            out,
+            "{} ({}): {state}",
+            status.name,
+            text(&value, "transport")
+        );
+        if let Some(error) = value.get("lastError").and_then(serde_json::Value::as_str) {
+            let _ = writeln!(out, "  error: {error}");
+        }
+        for tool in value
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let name = text(tool, "name");
+            let description = text(tool, "description");
+            let summary = description.lines().next().unwrap_or("");
+            let _ = writeln!(out, "  {name:<40} {summary}");
+        }
+        if !status.resources.is_empty() {
+            out.push_str("  resources:\n");
+            for uri in &status.resources {
+                let _ = writeln!(out, "    {uri}");
+            }
+        }
+        if !status.prompts.is_empty() {
+            out.push_str("  prompts (slash commands):\n");
+            for prompt in &status.prompts {
+                let _ = writeln!(
+                    out,
+                    "    /{}",
+                    crate::naming::prompt_command(&status.name, prompt)
+                );
+            }
+        }
+    }
+    Ok(out)
+}

@@ -81,7 +81,7 @@ pub struct ToolStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ServerStatus {
     pub name: String,
-    /// `stdio` or `streamable-http` (empty when the declaration is invalid).
+    /// `stdio`, `streamable-http` or `sse` (empty when the declaration is invalid).
     pub transport: String,
     #[serde(flatten)]
     pub state: ServerState,
@@ -243,6 +243,7 @@ impl McpServer {
                 progress: Arc::default(),
                 questions: options.questions.clone(),
                 server: server_name,
+                prompts_changed: Arc::default(),
             },
             status: watch::Sender::new(status),
             live: Mutex::new(None),
@@ -315,6 +316,12 @@ impl McpServer {
     /// The process id of the current stdio child, if any.
     pub fn pid(&self) -> Option<u32> {
         lock(&self.shared.live).as_ref().and_then(|c| c.pid)
+    }
+
+    /// Moves on every connect and every `notifications/prompts/list_changed`: whoever shows
+    /// the server's prompts re-lists them (see [`crate::register_prompt_commands`]).
+    pub fn prompt_changes(&self) -> watch::Receiver<u64> {
+        self.shared.side.prompts_changed.subscribe()
     }
 
     /// The live server's `instructions` (for the system prompt).
@@ -516,6 +523,8 @@ impl Shared {
         self.register(&tools)?;
         *lock(&self.live) = Some(Arc::new(connection));
         self.set_state(ServerState::Connected);
+        // The prompts may have changed while the server was away.
+        self.side.prompts_changed.send_modify(|n| *n += 1);
         Ok(())
     }
 
@@ -663,7 +672,9 @@ async fn supervise(shared: Arc<Shared>, mut connected: bool) {
             };
             let up = Instant::now();
             let ping_every = match shared.transport {
-                Transport::StreamableHttp { .. } if policy.ping_interval_ms > 0 => {
+                Transport::StreamableHttp { .. } | Transport::Sse { .. }
+                    if policy.ping_interval_ms > 0 =>
+                {
                     Some(Duration::from_millis(policy.ping_interval_ms))
                 }
                 _ => None,

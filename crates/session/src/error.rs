@@ -4,9 +4,11 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong appending to, persisting, loading or forking a session.
 ///
-/// Append-time variants (`NotLossless`, `Surface`, `InvalidEvent`, `Reentrant`, and `Io` from the
-/// write-through) leave the log unchanged: the event was neither committed in memory nor left
-/// half-written on disk. Load-time variants reject the whole file.
+/// Append-time variants (`NotLossless`, `Surface`, `InvalidEvent`, `Reentrant`, and `Io` while
+/// the log's writer holds a failed write) leave the log unchanged: the event was neither
+/// committed in memory nor written. `Io` from a barrier (`sync`, `written`, `flush`) means the
+/// events appended before it are not (all) in the file yet; they stay queued, and the file
+/// never ends in half a line. Load-time variants reject the whole file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {

@@ -52,6 +52,8 @@ pub(crate) struct ParsedLog {
 
 /// Reads and validates one `session.jsonl` file (read-only).
 pub fn read_log_file(path: &Path) -> Result<LoadedSession, SessionError> {
+    // A log open in this process may still have queued events for this file.
+    crate::writer::settle(path);
     let bytes = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
     let parsed = parse_log(path, bytes)?;
     let repair = crash_repair(&parsed.events);

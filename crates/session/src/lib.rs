@@ -3,11 +3,18 @@
 //! Owns: the event envelope and the durable event vocabulary (`Event`, typed [`data`] payloads),
 //! the append rules (seq = log length, lossless data, surface rules), the model-visible surface
 //! and `derive_messages`, post-commit listeners, JSONL persistence under `$DSH_HOME/sessions`
-//! (write-through, fsync at step/turn end), crash repair, resume, fork and listing; the
+//! (a writer thread per log, batched writes, fsync at step/turn end, awaited barriers), crash
+//! repair, resume, fork and listing; the
 //! [`SessionStore`] seam with the JSONL default ([`JsonlStore`]) and an in-process
 //! [`MemoryStore`].
 //! Does not own: when events are written (the agent loop), what plugins log (their crates).
 //! Must not depend on: `dsh-tools`, `dsh-agent`, `dsh-llm`, any front-end.
+//!
+//! Appending never does I/O: the event is committed in memory, published, and queued for the
+//! log's writer thread, which writes whole batches in seq order. [`SessionLog::written`] and
+//! [`SessionLog::sync`] are the awaited barriers (in the file; in the file and fsynced); a
+//! failed write fails the next barrier and refuses appends until a retry succeeds. The
+//! reasons are in `writer.rs`.
 
 mod backend;
 pub mod data;
@@ -24,6 +31,7 @@ mod repair;
 mod sink;
 mod store;
 mod surface;
+mod writer;
 
 pub use backend::MemoryStore;
 pub use backend::SessionStore;
@@ -55,3 +63,4 @@ pub use repair::crash_repair;
 pub use store::CreateOptions;
 pub use store::JsonlStore;
 pub use store::SessionSummary;
+pub use writer::settle_all;

@@ -26,6 +26,8 @@ use crate::event::kind;
 use crate::header::SessionHeader;
 use crate::sink::FileSink;
 use crate::surface::Surface;
+use crate::writer::Level;
+use crate::writer::LogWriter;
 
 /// Source of `time` for appended events (epoch ms). Tests inject a fixed clock.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -128,9 +130,8 @@ struct State {
     turns: TurnState,
     /// Seq of the latest event of each type.
     last_by_kind: HashMap<String, u64>,
-    /// Number of events already stored by `sink` (seeds of a fresh file are not).
-    persisted: usize,
-    sink: Option<FileSink>,
+    /// The writer thread of a persisted log (`None` in memory).
+    writer: Option<LogWriter>,
     clock: Clock,
 }
 
@@ -191,11 +192,10 @@ impl SessionLog {
         check_lossless: bool,
     ) -> Result<Self, SessionError> {
         let (sink, persisted) = match sink {
-            Some((sink, persisted)) => (Some(sink), persisted),
+            Some((sink, persisted)) => (Some(LogWriter::new(sink, persisted as u64)), persisted),
             None => (None, 0),
         };
         let mut state = State::new(sink);
-        state.persisted = persisted;
         state.events.reserve(seed.len() + 1);
         for (index, event) in seed.into_iter().enumerate() {
             if event.seq != index as u64 {
@@ -211,6 +211,11 @@ impl SessionLog {
             }
             let plan = state.surface.plan(&state.events, &event)?;
             state.commit(event, plan);
+        }
+        // Seeds of a fresh file and a resume's crash repair are committed but not stored yet:
+        // they go out with the first batch.
+        if let Some(writer) = state.writer.as_mut() {
+            writer.queue_quietly(state.events.get(persisted..).unwrap_or_default());
         }
         let first_live_seq = state.events.len() as u64;
         Ok(Self::new(header, first_live_seq, state, live))
@@ -266,9 +271,9 @@ impl SessionLog {
     /// The backing file, when persisted.
     pub fn path(&self) -> Option<PathBuf> {
         lock(&self.inner.state)
-            .sink
+            .writer
             .as_ref()
-            .map(|s| s.path().to_path_buf())
+            .map(|w| w.path().to_path_buf())
     }
 
     /// Replaces the clock that stamps `time` on later appends.
@@ -282,8 +287,13 @@ impl SessionLog {
     /// surface intent on a non-surface type or none on a surface type, bad `sourceEventSeqs`,
     /// an invalid `replace`, a surface event whose data is not a message of the right role, a
     /// `request/header` without provider and model, an append from inside an `on_event`
-    /// listener of this log, and any I/O error of the write-through (`step/end` and `turn/end`
-    /// are also fsynced). Listeners are notified only after the commit.
+    /// listener of this log, and any append while the log's writer holds a failed write (the
+    /// error of that write; the append also asks the writer to retry).
+    ///
+    /// Never does I/O: a persisted log queues the event for its writer thread, which writes
+    /// batches in seq order (`step/end` and `turn/end` batches are also fsynced). Wait on
+    /// [`SessionLog::written`] or [`SessionLog::sync`] for the file to hold it. Listeners are
+    /// notified only after the commit.
     pub fn append(
         &self,
         kind: impl Into<String>,
@@ -359,13 +369,14 @@ impl SessionLog {
                 surface_op,
             };
             let plan = state.surface.plan(&state.events, &event)?;
-            if let Some(sink) = state.sink.as_mut() {
-                let durable = event.kind == kind::STEP_END || event.kind == kind::TURN_END;
-                sink.write(&state.events[state.persisted..], &event, durable)?;
-                state.persisted = state.events.len() + 1;
+            if let Some(writer) = state.writer.as_mut() {
+                writer.check()?;
             }
             let event = Arc::new(event);
             state.commit(event.clone(), plan);
+            if let Some(writer) = state.writer.as_mut() {
+                writer.push(event.clone());
+            }
             event
         };
         self.publish(me, &listeners, &event);
@@ -504,38 +515,76 @@ impl SessionLog {
 
     /// Makes the session exist on disk now, even before its first event: a session created
     /// in one process can then be listed and resumed from another. A no-op for in-memory logs
-    /// and for files already written.
+    /// and for files already written. Blocks until the writer has created the file.
     pub fn persist(&self) -> Result<(), SessionError> {
-        let _gate = lock(&self.inner.gate);
-        let mut guard = lock(&self.inner.state);
-        let state = &mut *guard;
-        let Some(sink) = state.sink.as_mut() else {
-            return Ok(());
-        };
-        sink.materialize_now(&state.events[state.persisted..])?;
-        state.persisted = state.events.len();
-        Ok(())
+        self.blocking(Level::Materialized).wait()
     }
 
-    /// Durability checkpoint: fsyncs the file (no-op for in-memory logs).
+    /// Durability checkpoint: blocks until every event appended so far is written and
+    /// fsynced (no-op for in-memory logs), and returns the error of a failed write.
+    /// Async code should await [`SessionLog::sync`] instead.
     pub fn flush(&self) -> Result<(), SessionError> {
-        match lock(&self.inner.state).sink.as_mut() {
-            Some(sink) => sink.flush(),
-            None => Ok(()),
+        self.blocking(Level::Synced).wait()
+    }
+
+    /// The durability barrier: resolves once every event appended before the call is written
+    /// and fsynced (at once for in-memory logs, and without waking the writer when nothing is
+    /// outstanding). A failed write resolves it with that write's error: whoever waits (the
+    /// loop at a step or turn end) must not treat the events as committed to disk.
+    pub fn sync(&self) -> impl Future<Output = Result<(), SessionError>> + Send + 'static + use<> {
+        self.barrier(Level::Synced)
+    }
+
+    /// Like [`SessionLog::sync`] without the fsync: resolves once every event appended before
+    /// the call is in the file, so a SIGKILL of the process can no longer lose it (power loss
+    /// still can). The loop waits on it between logging a `tool/call` and running the tool.
+    pub fn written(
+        &self,
+    ) -> impl Future<Output = Result<(), SessionError>> + Send + 'static + use<> {
+        self.barrier(Level::Written)
+    }
+
+    fn barrier(
+        &self,
+        level: Level,
+    ) -> impl Future<Output = Result<(), SessionError>> + Send + 'static + use<> {
+        let pending = {
+            let mut guard = lock(&self.inner.state);
+            let state = &mut *guard;
+            let upto = state.events.len() as u64;
+            state
+                .writer
+                .as_mut()
+                .and_then(|writer| writer.barrier(upto, level))
+        };
+        async move {
+            match pending {
+                Some(pending) => pending.await,
+                None => Ok(()),
+            }
+        }
+    }
+
+    fn blocking(&self, level: Level) -> crate::writer::Blocking {
+        let mut guard = lock(&self.inner.state);
+        let state = &mut *guard;
+        let upto = state.events.len() as u64;
+        match state.writer.as_mut() {
+            Some(writer) => writer.blocking(upto, level),
+            None => crate::writer::Blocking::ready(),
         }
     }
 }
 
 impl State {
-    fn new(sink: Option<FileSink>) -> Self {
+    fn new(writer: Option<LogWriter>) -> Self {
         Self {
             events: Vec::new(),
             snapshot: None,
             surface: Surface::default(),
             turns: TurnState::default(),
             last_by_kind: HashMap::new(),
-            persisted: 0,
-            sink,
+            writer,
             clock: Arc::new(now_ms),
         }
     }

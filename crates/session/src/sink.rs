@@ -1,8 +1,8 @@
-//! Write-through JSONL persistence for one session file.
+//! JSONL persistence for one session file: the file operations the log writer thread
+//! (`writer.rs`) performs.
 //!
-//! Every append is written (one `write` of whole lines) before it is committed in memory, so an
-//! I/O error leaves both the file and the log as they were: a failed or partial write is
-//! truncated back to the last good length. `step/end` and `turn/end` also `fdatasync`.
+//! Each batch of events is one `write` of whole lines; a failed or partial write is truncated
+//! back to the last good length, so the file never ends in half a line written by this process.
 //! The file is materialized lazily: header plus the first lines go to a temp file that is
 //! fsynced and hard-linked into place, so a reader never sees a header-only or torn-header file.
 
@@ -30,9 +30,15 @@ pub(crate) struct FileSink {
     /// syscall when a `turn/end` was just synced (closing a session used to sync twice).
     unsynced: bool,
     /// Set when a failed write could not be rolled back; the file's tail is then unknown and
-    /// every later append is refused rather than risking a corrupt log.
-    broken: Option<String>,
+    /// every later write is refused (with the first error's kind) rather than risking a
+    /// corrupt log.
+    broken: Option<(std::io::ErrorKind, String)>,
+    /// Serialisation buffer, reused between batches.
+    buf: Vec<u8>,
 }
+
+/// Capacity above which the serialisation buffer is released after a batch.
+const MAX_KEPT_BUFFER: usize = 1 << 20;
 
 impl FileSink {
     /// A sink for a file that does not exist yet.
@@ -45,6 +51,7 @@ impl FileSink {
             len: 0,
             unsynced: false,
             broken: None,
+            buf: Vec::new(),
         }
     }
 
@@ -63,6 +70,7 @@ impl FileSink {
             // Another process wrote this file; its tail may still sit in the page cache.
             unsynced: true,
             broken: None,
+            buf: Vec::new(),
         })
     }
 
@@ -70,69 +78,64 @@ impl FileSink {
         &self.path
     }
 
-    /// Writes `pending` (committed but not yet stored: seeds of a fresh file) and then `event`.
-    pub(crate) fn write(
-        &mut self,
-        pending: &[Arc<Event>],
-        event: &Event,
-        durable: bool,
-    ) -> Result<(), SessionError> {
-        if let Some(reason) = &self.broken {
-            return Err(SessionError::io(
-                &self.path,
-                std::io::Error::other(reason.clone()),
-            ));
-        }
-        let mut buf = Vec::with_capacity(256);
-        for e in pending
-            .iter()
-            .map(Arc::as_ref)
-            .chain(std::iter::once(event))
-        {
-            serde_json::to_writer(&mut buf, e)
-                .map_err(|err| SessionError::io(&self.path, err.into()))?;
-            buf.push(b'\n');
-        }
-        match &mut self.file {
-            None => self.materialize(&buf),
-            Some(file) => {
-                let result = file
-                    .write_all(&buf)
-                    .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
-                match result {
-                    Ok(()) => {
-                        self.len += buf.len() as u64;
-                        self.unsynced = !durable;
-                        Ok(())
-                    }
-                    Err(err) => {
-                        self.unsynced = true;
-                        if let Err(rollback) = file.set_len(self.len) {
-                            tracing::error!(path = %self.path.display(), error = %rollback, "cannot roll back a failed session write; log writer disabled");
-                            self.broken = Some(format!(
-                                "log writer disabled after an unrecoverable write failure: {err}"
-                            ));
-                        }
-                        Err(SessionError::io(&self.path, err))
-                    }
-                }
-            }
-        }
+    /// Whether the file exists (this sink created it, or it was opened).
+    pub(crate) fn is_materialized(&self) -> bool {
+        self.file.is_some()
     }
 
-    /// Writes the file now if it does not exist yet: the header plus `pending` (committed but
-    /// not yet stored). A no-op once materialized.
-    pub(crate) fn materialize_now(&mut self, pending: &[Arc<Event>]) -> Result<(), SessionError> {
-        if self.file.is_some() {
+    /// Writes `events` (whole lines, in order) with one `write`, materializing the file first
+    /// if it does not exist yet (then even an empty batch creates it: header only).
+    ///
+    /// A failed or short write is truncated back to the last good length, so the file only
+    /// ever ends in a complete line and a retry of the same batch appends it exactly once.
+    pub(crate) fn write_batch(&mut self, events: &[Arc<Event>]) -> Result<(), SessionError> {
+        if let Some((kind, reason)) = &self.broken {
+            return Err(SessionError::io(
+                &self.path,
+                std::io::Error::new(*kind, reason.clone()),
+            ));
+        }
+        self.buf.clear();
+        for event in events {
+            serde_json::to_writer(&mut self.buf, event.as_ref())
+                .map_err(|err| SessionError::io(&self.path, err.into()))?;
+            self.buf.push(b'\n');
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let result = self.write_bytes(&buf);
+        self.buf = buf;
+        // One very large batch (a resumed log's repair, a burst behind a slow disk) must not pin
+        // its buffer for the rest of the session.
+        if self.buf.capacity() > MAX_KEPT_BUFFER {
+            self.buf = Vec::new();
+        }
+        result
+    }
+
+    fn write_bytes(&mut self, buf: &[u8]) -> Result<(), SessionError> {
+        let Some(file) = &mut self.file else {
+            return self.materialize(buf);
+        };
+        if buf.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::new();
-        for event in pending {
-            serde_json::to_writer(&mut buf, event.as_ref())
-                .map_err(|err| SessionError::io(&self.path, err.into()))?;
-            buf.push(b'\n');
+        self.unsynced = true;
+        match file.write_all(buf) {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            Err(err) => {
+                if let Err(rollback) = file.set_len(self.len) {
+                    tracing::error!(path = %self.path.display(), error = %rollback, "cannot roll back a failed session write; log writer disabled");
+                    self.broken = Some((
+                        err.kind(),
+                        format!("log writer disabled after an unrecoverable write failure: {err}"),
+                    ));
+                }
+                Err(SessionError::io(&self.path, err))
+            }
         }
-        self.materialize(&buf)
     }
 
     /// `fdatasync` the file (no-op before materialization or when nothing was written since the

@@ -258,6 +258,7 @@ impl JsonlStore {
 
     /// Every stored session, newest first. Unreadable entries are skipped with a warning.
     pub fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        crate::writer::settle_under(&self.root);
         let mut out = Vec::new();
         for project in read_dirs(&self.root)? {
             for session in read_dirs(&project)? {
@@ -285,6 +286,7 @@ impl JsonlStore {
     /// path. Unreadable entries are skipped with a warning.
     pub fn headers(&self) -> Result<Vec<(SessionHeader, PathBuf)>, SessionError> {
         use std::io::BufRead;
+        crate::writer::settle_under(&self.root);
         let mut out = Vec::new();
         for project in read_dirs(&self.root)? {
             for session in read_dirs(&project)? {
@@ -310,6 +312,7 @@ impl JsonlStore {
     /// The stored log file of `id`, searched across project directories.
     pub fn find(&self, id: &str) -> Result<Option<PathBuf>, SessionError> {
         let segment = encode_segment(id)?;
+        crate::writer::settle_session(&self.root, &segment);
         for project in read_dirs(&self.root)? {
             let dir = project.join(&segment);
             let path = dir.join(LOG_FILE_NAME);

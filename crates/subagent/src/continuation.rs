@@ -626,7 +626,7 @@ impl Subagents {
                 }
             }
             child.when_idle().await;
-            if let Err(error) = child.log().flush() {
+            if let Err(error) = child.log().sync().await {
                 tracing::warn!(
                     "subagent \"{id}\" best-effort final session flush failed; the persisted state may be unavailable or stale on resume: {error}"
                 );

@@ -266,7 +266,7 @@ async fn start_one_shot(
                 // Already settled: running the deferral now only detaches it from the parent.
                 cascade.dispose();
                 directory.unregister(&child);
-                if let Err(error) = child.log().flush() {
+                if let Err(error) = child.log().sync().await {
                     tracing::warn!(child = child.id(), %error, "final flush of a one-shot child failed");
                 }
                 Ok(())

@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("dsh-tui-scripted"));
     std::fs::create_dir_all(dir.join("project"))?;
-    let factory = common::TestFactory::new(&dir);
+    let factory = common::TestHost::new(&dir);
     let probe = serde_json::json!({"command": "echo needs-approval", "description": "Probe"});
     factory.adapter.push_chunks(tool_call_response(
         "call_p",
@@ -29,13 +29,7 @@ async fn main() -> anyhow::Result<()> {
         Some("Running the probe."),
     ));
     factory.adapter.push_chunks(text_response("All done."));
-    let app = dsh_tui::TuiApp {
-        factory: factory.clone(),
-        registry: factory.registry.clone(),
-        model: "scripted-model".into(),
-        cwd: factory.workspace.clone(),
-        start: dsh_tui::Start::New,
-        prompt: std::env::args().nth(2),
-    };
+    let mut app = factory.app(dsh_tui::Start::New);
+    app.prompt = std::env::args().nth(2);
     dsh_tui::run(app).await
 }

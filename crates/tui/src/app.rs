@@ -1,32 +1,25 @@
 //! What the CLI calls: [`TuiApp`] + [`run`]. The event loop multiplexes terminal input, agent
 //! events, approval prompts, a tick and SIGTERM, and redraws after each.
 //!
-//! The CLI wires it roughly as (`dsh` → `Start::New`, `dsh resume [ID]` → `Start::Resume`):
+//! The CLI wires it as (`dsh` → `Start::New`, `dsh resume [ID]` → `Start::Resume`):
 //!
 //! ```text
-//! if !dsh_tui::is_interactive() { eprintln!("{}", dsh_tui::NOT_A_TERMINAL); return Ok(ExitCode::from(2)); }
-//! runtime.block_on(async {
-//!     let harness = Arc::new(Harness::build(config)?);
-//!     let app = TuiApp { factory: Arc::new(Factory { harness: harness.clone() }),
-//!                        registry: harness.registry.clone(), model, cwd, start };
-//!     dsh_tui::run(app).await
-//! })
-//! // Factory: new_session → harness.new_agent(cwd, None), resume → harness.resume_agent(id),
-//! //          list_sessions → harness.store.list(), jobs → the shell plugin's live jobs.
+//! let host = Host::build(options)?;  host.start().await?;
+//! dsh_tui::run(TuiApp { sessions: host.sessions(), cwd, start, prompt }).await
 //! ```
+//!
+//! Sessions, models, jobs, image attachments and reload reports all come from
+//! [`dsh_host::SessionHost`], the session API `dsh exec` and `dsh acp` use too.
 
 use std::io;
 use std::io::IsTerminal;
-use std::path::Path;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use crossterm::event::EventStream;
-use dsh_agent::AgentHandle;
-use dsh_session::SessionSummary;
-use dsh_tools::ToolRegistry;
+use dsh_host::NewSession;
+use dsh_host::SessionHost;
 use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::Backend;
@@ -53,40 +46,6 @@ pub struct HostNotice {
     pub text: String,
 }
 
-/// What the host composes for the UI. A trait so tests can build agents over a scripted model.
-pub trait SessionFactory: Send + Sync {
-    /// A fresh agent working in `cwd` (idle until the first prompt).
-    fn new_session(&self, cwd: &Path) -> anyhow::Result<AgentHandle>;
-    /// A stored session reopened from its log (idle; nothing re-runs).
-    fn resume(&self, id: &str) -> anyhow::Result<AgentHandle>;
-    /// Stored sessions, newest first.
-    fn list_sessions(&self) -> anyhow::Result<Vec<SessionSummary>>;
-    /// Running background jobs of `agent`, one display line each.
-    fn jobs(&self, agent: &AgentHandle) -> Vec<String> {
-        let _ = agent;
-        Vec::new()
-    }
-    /// Models `/model` offers (the model catalog). Empty: any name is accepted.
-    fn models(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// The host's reports from now on; `None` when it has none to make.
-    fn notices(&self) -> Option<tokio::sync::broadcast::Receiver<HostNotice>> {
-        None
-    }
-    /// An image mentioned by `@path` as a content block for `model`, stored where the session's
-    /// images are kept; `None` when `model` does not take images (the path alone is sent).
-    fn attach_image(
-        &self,
-        agent: &AgentHandle,
-        model: &str,
-        path: &Path,
-    ) -> anyhow::Result<Option<dsh_protocol::ContentBlock>> {
-        let _ = (agent, model, path);
-        Ok(None)
-    }
-}
-
 /// How the UI starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Start {
@@ -98,10 +57,9 @@ pub enum Start {
 
 /// Everything the CLI hands the UI.
 pub struct TuiApp {
-    pub factory: Arc<dyn SessionFactory>,
-    /// The registry the agents' tools live in (for card presenters and `/mode`).
-    pub registry: Arc<ToolRegistry>,
-    pub model: String,
+    /// The host's sessions (the tool registry, the configured model and everything else the
+    /// UI asks for come from it).
+    pub sessions: SessionHost,
     pub cwd: PathBuf,
     pub start: Start,
     /// `dsh "prompt"`: sent as soon as the UI is up.
@@ -111,7 +69,6 @@ pub struct TuiApp {
 impl std::fmt::Debug for TuiApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TuiApp")
-            .field("model", &self.model)
             .field("cwd", &self.cwd)
             .field("start", &self.start)
             .finish_non_exhaustive()
@@ -122,28 +79,26 @@ impl TuiApp {
     /// Creates or resumes the first agent and wraps it in a [`Controller`] (no terminal needed).
     pub fn controller(&self) -> anyhow::Result<Controller> {
         let agent = match &self.start {
-            Start::New => self.factory.new_session(&self.cwd)?,
-            Start::Resume(Some(id)) => self.factory.resume(id)?,
+            Start::New => self.sessions.create(NewSession {
+                id: None,
+                cwd: self.cwd.clone(),
+            })?,
+            Start::Resume(Some(id)) => self.sessions.load(id)?,
             Start::Resume(None) => {
                 let cwd = self.cwd.to_string_lossy();
                 let newest = self
-                    .factory
-                    .list_sessions()?
+                    .sessions
+                    .list()?
                     .into_iter()
                     .find(|s| s.cwd.as_deref() == Some(&*cwd))
                     .with_context(|| {
                         format!("no stored session for {cwd}; start one with `dsh`")
                     })?;
-                self.factory.resume(&newest.id)?
+                self.sessions.load(&newest.id)?
             }
         };
-        let mut controller = Controller::new(
-            self.factory.clone(),
-            self.registry.clone(),
-            self.model.clone(),
-            self.cwd.clone(),
-            agent,
-        );
+        let model = self.sessions.route().1;
+        let mut controller = Controller::new(self.sessions.clone(), model, self.cwd.clone(), agent);
         if let Some(prompt) = self.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
             controller.send(prompt);
         }

@@ -45,12 +45,15 @@ impl Controller {
                     lines,
                 });
             }
-            "new" | "clear" => match self.factory.new_session(&self.cwd) {
+            "new" | "clear" => match self.sessions.create(dsh_host::NewSession {
+                id: None,
+                cwd: self.cwd.clone(),
+            }) {
                 Ok(agent) => self.switch(agent),
                 Err(error) => self.error(format!("cannot start a session: {error:#}")),
             },
             "resume" => match arg {
-                Some(id) => match self.factory.resume(id) {
+                Some(id) => match self.sessions.load(id) {
                     Ok(agent) => self.switch(agent),
                     Err(error) => self.error(format!("cannot resume {id}: {error:#}")),
                 },
@@ -303,7 +306,7 @@ impl Controller {
 
     /// `/resume` without an id: the picker of stored sessions (this folder's first).
     fn open_picker(&mut self) {
-        match self.factory.list_sessions() {
+        match self.sessions.list() {
             Ok(sessions) => {
                 let cwd = self.cwd.to_string_lossy().into_owned();
                 let now = super::now_ms();
@@ -349,7 +352,7 @@ impl Controller {
                     .map(|item| item.id.clone());
                 self.state.picker = None;
                 if let Some(id) = chosen {
-                    match self.factory.resume(&id) {
+                    match self.sessions.load(&id) {
                         Ok(agent) => self.switch(agent),
                         Err(error) => self.error(format!("cannot resume {id}: {error:#}")),
                     }

@@ -16,6 +16,8 @@ use crossterm::event::KeyModifiers;
 use dsh_agent::AgentHandle;
 use dsh_agent::AgentStatus;
 use dsh_agent::CancelCause;
+use dsh_host::ReloadReport;
+use dsh_host::SessionHost;
 use dsh_kernel::Disposer;
 use dsh_protocol::Message;
 use dsh_session::Event;
@@ -27,7 +29,6 @@ use tokio::sync::broadcast::error::TryRecvError;
 use tokio::sync::mpsc;
 
 use crate::app::HostNotice;
-use crate::app::SessionFactory;
 use crate::approval::Answer;
 use crate::approval::PendingApproval;
 use crate::approval::TuiApproval;
@@ -133,7 +134,7 @@ struct Session {
 /// Drives one UI: owns the state, the current agent and the approval channel.
 pub struct Controller {
     pub state: UiState,
-    factory: Arc<dyn SessionFactory>,
+    sessions: SessionHost,
     registry: Arc<ToolRegistry>,
     cwd: PathBuf,
     session: Session,
@@ -159,17 +160,31 @@ pub struct Controller {
     /// Models `/model` offers.
     models: Vec<String>,
     /// The host's reports (reload outcomes), shown as notices.
-    notices: Option<broadcast::Receiver<HostNotice>>,
+    notices: Option<broadcast::Receiver<ReloadReport>>,
 }
 
 /// The next host notice; pending forever when there is no stream (or it ended).
-async fn next_notice(notices: &mut Option<broadcast::Receiver<HostNotice>>) -> HostNotice {
+/// Reload outcomes become notices: a refused or partly applied configuration is an error (with
+/// its file:line), an applied one is information; "nothing changed" is not shown.
+async fn next_notice(notices: &mut Option<broadcast::Receiver<ReloadReport>>) -> HostNotice {
     loop {
         let Some(rx) = notices.as_mut() else {
             return std::future::pending().await;
         };
         match rx.recv().await {
-            Ok(notice) => return notice,
+            Ok(report) => {
+                let level = match report {
+                    ReloadReport::Unchanged => continue,
+                    ReloadReport::Applied { .. } => NoticeLevel::Info,
+                    ReloadReport::Rejected { .. } | ReloadReport::Partial { .. } => {
+                        NoticeLevel::Error
+                    }
+                };
+                return HostNotice {
+                    level,
+                    text: report.to_string(),
+                };
+            }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
                 return HostNotice {
                     level: NoticeLevel::Warning,
@@ -191,13 +206,8 @@ impl std::fmt::Debug for Controller {
 
 impl Controller {
     /// Attaches the UI to `agent` (new or resumed): the log so far is folded, live events follow.
-    pub fn new(
-        factory: Arc<dyn SessionFactory>,
-        registry: Arc<ToolRegistry>,
-        model: String,
-        cwd: PathBuf,
-        agent: AgentHandle,
-    ) -> Self {
+    pub fn new(sessions: SessionHost, model: String, cwd: PathBuf, agent: AgentHandle) -> Self {
+        let registry = sessions.registry();
         let (approval, approvals) = TuiApproval::channel();
         let (ask, asked) = TuiQuestions::channel();
         let (output_tx, output_rx) = LiveOutput::channel();
@@ -221,8 +231,8 @@ impl Controller {
             .scope()
             .service::<dsh_references::FileReferences>()
             .unwrap_or_default();
-        let models = factory.models();
-        let notices = factory.notices();
+        let models = sessions.models();
+        let notices = Some(sessions.reports());
         let mut controller = Self {
             notices,
             dirty: true,
@@ -233,7 +243,7 @@ impl Controller {
             output_tx,
             output_rx,
             state,
-            factory,
+            sessions,
             registry,
             cwd,
             session,
@@ -430,7 +440,7 @@ impl Controller {
 
     /// Refreshes the job list from the factory (cheap, but not every frame).
     pub fn refresh_jobs(&mut self) {
-        let jobs = self.factory.jobs(&self.session.agent);
+        let jobs = self.sessions.job_lines(&self.session.agent);
         if jobs != self.state.jobs {
             self.dirty = true;
             self.state.jobs = jobs;
@@ -868,8 +878,8 @@ impl Controller {
                 continue;
             }
             match self
-                .factory
-                .attach_image(&self.session.agent, &self.state.model, &path)
+                .sessions
+                .image_block(&self.session.agent, &self.state.model, &path)
             {
                 Ok(Some(block)) => blocks.push(block),
                 Ok(None) => {}
@@ -926,7 +936,7 @@ impl Controller {
     pub async fn shutdown(&self) {
         let agent = self.session.agent.clone();
         let _ = tokio::time::timeout(Duration::from_secs(3), agent.dispose()).await;
-        if let Err(error) = agent.log().flush() {
+        if let Err(error) = agent.log().sync().await {
             tracing::warn!(%error, "could not flush the session log");
         }
     }

@@ -4,8 +4,8 @@
 //! a pure function of [`UiState`]), the input editor, the inline approval channel
 //! ([`TuiApproval`]), the inline question prompt (`ask_user_question`, plan reviews:
 //! [`TuiQuestions`]), live tool output into running cards ([`LiveOutput`]), the event loop and terminal safety (raw mode/alternate screen restored on
-//! exit, panic and SIGTERM).
-//! Does not own: how agents are composed (the CLI supplies a [`SessionFactory`]), tools, models.
+//! exit, panic and SIGTERM), the trust question asked before it starts ([`ask_trust`]).
+//! Does not own: how agents are composed (`dsh_host::SessionHost` supplies them), tools, models.
 //! Must not depend on: `dsh-cli`, `dsh-acp`, concrete tool crates, HTTP.
 
 mod app;
@@ -22,11 +22,11 @@ pub mod scrollback;
 mod state;
 mod terminal;
 mod text;
+mod trust;
 pub mod view;
 
 pub use app::HostNotice;
 pub use app::NOT_A_TERMINAL;
-pub use app::SessionFactory;
 pub use app::Start;
 pub use app::TuiApp;
 pub use app::event_loop;
@@ -54,4 +54,5 @@ pub use state::PaletteItem;
 pub use state::Picker;
 pub use state::PickerItem;
 pub use state::UiState;
+pub use trust::ask_trust;
 pub use view::render;

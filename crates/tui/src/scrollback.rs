@@ -111,3 +111,30 @@ pub fn print(out: &mut impl Write, controller: &Controller, width: usize) -> io:
     }
     out.flush()
 }
+
+/// `dsh sessions show`: a stored session (crash repair shown as it would be applied) as the
+/// transcript the UI would draw at `width`, under one head line (`head(title)`); styled for a
+/// terminal (`ansi`), plain text otherwise.
+pub fn write_stored(
+    out: &mut impl Write,
+    loaded: &dsh_session::LoadedSession,
+    now_ms: u64,
+    width: usize,
+    ansi: bool,
+    head: impl FnOnce(&str) -> String,
+) -> io::Result<()> {
+    let cwd = loaded.header.cwd.clone().unwrap_or_default();
+    let mut events: Vec<std::sync::Arc<dsh_session::Event>> = loaded.events.to_vec();
+    events.extend(loaded.repair.iter().cloned().map(std::sync::Arc::new));
+    let mut state = crate::UiState::new("", cwd, loaded.header.id.clone());
+    state.transcript = crate::Transcript::from_events(events.iter(), &crate::Presenters::default());
+    state.now_ms = now_ms;
+    let lines = crate::view::transcript_lines(&state, width);
+    let title = state.transcript.title.as_deref().unwrap_or("(untitled)");
+    let head = [PlainLine::from(head(title))];
+    if ansi {
+        write_lines(out, &head).and_then(|()| write_lines(out, &lines))
+    } else {
+        write_plain(out, &head).and_then(|()| write_plain(out, &lines))
+    }
+}

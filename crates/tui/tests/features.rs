@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::TestFactory;
+use common::TestHost;
 use common::frame;
 use common::key;
 use common::type_text;
@@ -23,20 +23,10 @@ use dsh_commands::CommandResult;
 use dsh_commands::CommandSpec;
 use dsh_tui::Controller;
 use dsh_tui::Start;
-use dsh_tui::TuiApp;
 use dsh_tui::model::Entry;
 
-fn controller(factory: &Arc<TestFactory>, start: Start) -> Controller {
-    TuiApp {
-        factory: factory.clone(),
-        registry: factory.registry.clone(),
-        model: "scripted-model".into(),
-        cwd: factory.workspace.clone(),
-        start,
-        prompt: None,
-    }
-    .controller()
-    .unwrap()
+fn controller(factory: &Arc<TestHost>, start: Start) -> Controller {
+    factory.app(start).controller().unwrap()
 }
 
 fn idle(c: &Controller) -> bool {
@@ -76,7 +66,7 @@ fn notices(ui: &Controller) -> Vec<String> {
 #[tokio::test]
 async fn the_palette_completes_commands_and_model_names_and_model_switches_the_session() {
     let dir = common::workspace("palette");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     factory.adapter.push_chunks(text_response("first"));
     factory.adapter.push_chunks(text_response("second"));
     let mut ui = controller(&factory, Start::New);
@@ -138,7 +128,7 @@ async fn the_palette_completes_commands_and_model_names_and_model_switches_the_s
 #[tokio::test]
 async fn registry_commands_are_in_the_palette_and_run_without_a_model_request() {
     let dir = common::workspace("registry-commands");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     factory
         .commands
         .register(
@@ -176,7 +166,7 @@ async fn registry_commands_are_in_the_palette_and_run_without_a_model_request() 
 #[tokio::test]
 async fn overlays_and_approvals_never_swallow_typing() {
     let dir = common::workspace("no-swallow");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     let mut ui = controller(&factory, Start::New);
     type_text(&mut ui, "/help");
     ui.on_key(key(KeyCode::Enter));
@@ -212,7 +202,7 @@ async fn overlays_and_approvals_never_swallow_typing() {
 #[tokio::test]
 async fn the_resume_picker_lists_filters_and_reopens() {
     let dir = common::workspace("picker");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     factory.adapter.push_chunks(text_response("about apples"));
     factory.adapter.push_chunks(text_response("about pears"));
     let mut ui = controller(&factory, Start::New);
@@ -249,7 +239,7 @@ async fn the_resume_picker_lists_filters_and_reopens() {
 #[tokio::test]
 async fn finished_entries_render_once_per_width_and_idle_ticks_draw_nothing() {
     let dir = common::workspace("render-cache");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     factory
         .adapter
         .push_chunks(text_response("# Done\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"));
@@ -284,7 +274,7 @@ async fn finished_entries_render_once_per_width_and_idle_ticks_draw_nothing() {
 #[tokio::test]
 async fn cards_show_todos_descriptions_and_failures_without_fences() {
     let dir = common::workspace("cards");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     let failing =
         serde_json::json!({"command": "echo oops >&2; exit 3", "description": "Fail on purpose"})
             .to_string();
@@ -323,7 +313,7 @@ fn user_texts(ui: &Controller) -> Vec<String> {
 #[tokio::test]
 async fn at_paths_complete_as_the_context_spec_says_and_enter_on_a_complete_one_sends() {
     let dir = common::workspace("at-paths");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::new(&dir);
     let ws = &factory.workspace;
     std::fs::create_dir_all(ws.join("src")).unwrap();
     std::fs::create_dir_all(ws.join("my dir")).unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::TestFactory;
+use common::TestHost;
 use common::frame;
 use common::key;
 use common::type_text;
@@ -22,26 +22,18 @@ use dsh_protocol::FinishReason;
 use dsh_protocol::StreamChunk;
 use dsh_protocol::TokenUsage;
 use dsh_tui::Controller;
-use dsh_tui::SessionFactory;
 use dsh_tui::Start;
 use dsh_tui::TuiApp;
 use dsh_tui::model::Entry;
 use dsh_tui::model::ToolState;
 use ratatui::style::Color;
 
-fn app(factory: &Arc<TestFactory>, start: Start) -> TuiApp {
-    TuiApp {
-        factory: factory.clone(),
-        registry: factory.registry.clone(),
-        model: "deepseek-v4-flash".into(),
-        cwd: factory.workspace.clone(),
-        start,
-        prompt: None,
-    }
+fn app(factory: &Arc<TestHost>, start: Start) -> TuiApp {
+    factory.app(start)
 }
 
 /// The workspace sits at a fixed path, so frames showing it are stable.
-fn controller(factory: &Arc<TestFactory>, start: Start) -> Controller {
+fn controller(factory: &Arc<TestHost>, start: Start) -> Controller {
     app(factory, start).controller().unwrap()
 }
 
@@ -111,7 +103,7 @@ fn reasoning_then_markdown() -> Vec<StreamChunk> {
 #[tokio::test]
 async fn a_text_turn_renders_markdown_and_dimmed_reasoning() {
     let dir = common::workspace("text-turn");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     factory.adapter.push_chunks(reasoning_then_markdown());
     let mut ui = controller(&factory, Start::New);
     send(&mut ui, "say hello").await;
@@ -133,7 +125,7 @@ async fn a_text_turn_renders_markdown_and_dimmed_reasoning() {
 #[tokio::test]
 async fn an_edit_turn_shows_a_coloured_diff() {
     let dir = common::workspace("edit-turn");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     std::fs::create_dir_all(factory.workspace.join("src")).unwrap();
     std::fs::write(
         factory.workspace.join("src/lib.rs"),
@@ -186,7 +178,7 @@ async fn an_edit_turn_shows_a_coloured_diff() {
 #[tokio::test]
 async fn a_bash_call_renders_running_then_finished() {
     let dir = common::workspace("bash-turn");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     let args = serde_json::json!({"command": "sleep 0.6; printf 'line %s\\n' 1 2 3 4 5 6 7 8", "description": "Count to eight"}).to_string();
     factory
         .adapter
@@ -229,7 +221,7 @@ async fn a_bash_call_renders_running_then_finished() {
 #[tokio::test]
 async fn a_running_bash_card_shows_the_commands_own_output_live() {
     let dir = common::workspace("bash-live");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     let args = serde_json::json!({"command": "printf 'first line\\n'; sleep 1.5; printf 'second line\\n'", "description": "Slow print"}).to_string();
     factory
         .adapter
@@ -263,7 +255,7 @@ async fn a_running_bash_card_shows_the_commands_own_output_live() {
 #[tokio::test]
 async fn an_approval_blocks_only_its_call_and_remembers_the_session_grant() {
     let dir = common::workspace("approval");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     let ask =
         serde_json::json!({"command": "echo needs-approval", "description": "Probe"}).to_string();
     factory
@@ -311,7 +303,7 @@ async fn an_approval_blocks_only_its_call_and_remembers_the_session_grant() {
 #[tokio::test]
 async fn a_rejected_call_fails_and_the_turn_goes_on() {
     let dir = common::workspace("reject");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     let ask =
         serde_json::json!({"command": "echo needs-approval", "description": "Probe"}).to_string();
     factory
@@ -338,7 +330,7 @@ async fn a_rejected_call_fails_and_the_turn_goes_on() {
 #[tokio::test]
 async fn esc_cancels_the_running_turn_and_the_log_records_it() {
     let dir = common::workspace("cancel");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     factory.adapter.push(Script::Hang);
     let mut ui = controller(&factory, Start::New);
     send(&mut ui, "take your time").await;
@@ -380,7 +372,7 @@ async fn esc_cancels_the_running_turn_and_the_log_records_it() {
 #[tokio::test]
 async fn a_resumed_session_rebuilds_the_same_transcript() {
     let dir = common::workspace("resume");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     std::fs::write(factory.workspace.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let args =
         serde_json::json!({"file_path": "notes.txt", "old_string": "beta", "new_string": "gamma"})
@@ -425,13 +417,13 @@ async fn a_resumed_session_rebuilds_the_same_transcript() {
     // `dsh resume` without an id picks the newest session of this folder.
     let newest = controller(&factory, Start::Resume(None));
     assert_eq!(newest.state.session_id, id);
-    assert_eq!(factory.list_sessions().unwrap().len(), 1);
+    assert_eq!(factory.sessions().list().unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn slash_commands_and_completion() {
     let dir = common::workspace("commands");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     std::fs::create_dir_all(factory.workspace.join("src")).unwrap();
     std::fs::write(factory.workspace.join("src/main.rs"), "fn main() {}\n").unwrap();
     let mut ui = controller(&factory, Start::New);
@@ -474,7 +466,7 @@ async fn slash_commands_and_completion() {
 #[tokio::test]
 async fn ctrl_c_twice_quits() {
     let dir = common::workspace("ctrl-c");
-    let factory = TestFactory::new(&dir);
+    let factory = TestHost::with_model(&dir, "deepseek-v4-flash");
     let mut ui = controller(&factory, Start::New);
     let ctrl_c = crossterm::event::KeyEvent::new(
         KeyCode::Char('c'),

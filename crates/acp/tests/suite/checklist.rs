@@ -3,71 +3,23 @@
 //! the model sees them, max-tokens settlement, the durable cancel reason, autonomous output,
 //! and how each client permission answer maps to an approval outcome.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::Mutex;
 
-use dsh_acp::FactoryError;
-use dsh_acp::NewSession;
-use dsh_acp::SessionFactory;
-use dsh_acp::SessionParts;
-use dsh_acp::StoredSession;
 use dsh_agent::AgentHandle;
 use dsh_agent::scripted::Script;
 use dsh_agent::scripted::max_tokens_response;
 use dsh_agent::scripted::text_response;
 use dsh_agent::scripted::tool_call_response;
-use dsh_kernel::BoxFuture;
 use dsh_protocol::Message;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
 
-use super::harness::TestFactory;
+use super::harness::TestHost;
 use super::harness::Wire;
 use super::harness::message_text;
 
-/// The test factory, remembering every agent it hands to the bridge.
-struct Recording {
-    inner: Arc<TestFactory>,
-    agents: Arc<Mutex<Vec<AgentHandle>>>,
-}
-
-impl SessionFactory for Recording {
-    fn create(
-        &self,
-        request: NewSession,
-    ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        let made = self.inner.create(request);
-        let agents = self.agents.clone();
-        Box::pin(async move {
-            let parts = made.await?;
-            agents.lock().unwrap().push(parts.agent.clone());
-            Ok(parts)
-        })
-    }
-
-    fn load(
-        &self,
-        session_id: String,
-        cwd: PathBuf,
-    ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        self.inner.load(session_id, cwd)
-    }
-
-    fn list(
-        &self,
-        cwd: Option<PathBuf>,
-    ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
-        self.inner.list(cwd)
-    }
-
-    fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
-        self.inner.set_mode(agent, mode_id)
-    }
-}
-
-fn types(factory: &TestFactory, session: &str) -> Vec<String> {
+fn types(factory: &TestHost, session: &str) -> Vec<String> {
     let log = factory.store.load(session).unwrap();
     log.events.iter().map(|e| e.kind.clone()).collect()
 }
@@ -84,15 +36,10 @@ fn prompt(wire: &Wire, id: u64, session: &str, blocks: Value) {
 async fn item_06_the_session_cwd_is_the_request_cwd() {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
-    let agents = Arc::new(Mutex::new(Vec::new()));
-    let recording = Arc::new(Recording {
-        inner: factory.clone(),
-        agents: agents.clone(),
-    });
-    let mut wire = Wire::start(recording);
+    let factory = TestHost::new(home.path());
+    let mut wire = Wire::start(factory.clone());
     let session = wire.open(workspace.path(), false).await;
-    let agent = agents.lock().unwrap()[0].clone();
+    let agent = factory.agent(&session);
     assert_eq!(agent.id(), session);
     let cwd = workspace.path().to_string_lossy().into_owned();
     assert_eq!(agent.log().header().cwd.as_deref(), Some(cwd.as_str()));
@@ -102,7 +49,7 @@ async fn item_06_the_session_cwd_is_the_request_cwd() {
 #[tokio::test]
 async fn item_08_a_whitespace_prompt_logs_no_turn() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push_chunks(text_response("fine"));
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
@@ -135,7 +82,7 @@ async fn item_08_a_whitespace_prompt_logs_no_turn() {
 #[tokio::test]
 async fn item_09_a_resource_link_reaches_the_model_inline() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push_chunks(text_response("seen"));
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
@@ -168,7 +115,7 @@ async fn item_09_a_resource_link_reaches_the_model_inline() {
 #[tokio::test]
 async fn item_10_an_unadvertised_image_is_refused_and_nothing_is_written() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
     prompt(
@@ -202,7 +149,7 @@ async fn item_10_an_unadvertised_image_is_refused_and_nothing_is_written() {
 #[tokio::test]
 async fn item_14_a_max_tokens_turn_settles_end_turn() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push_chunks(max_tokens_response("cut"));
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
@@ -222,7 +169,7 @@ async fn item_14_a_max_tokens_turn_settles_end_turn() {
 #[tokio::test]
 async fn item_15_an_explicit_cancel_ends_the_turn_aborted_by_the_user() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push(Script::Hang);
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
@@ -249,16 +196,11 @@ async fn item_15_an_explicit_cancel_ends_the_turn_aborted_by_the_user() {
 #[tokio::test]
 async fn item_19_autonomous_output_is_sent_without_a_prompt() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push_chunks(text_response("unsolicited"));
-    let agents = Arc::new(Mutex::new(Vec::new()));
-    let recording = Arc::new(Recording {
-        inner: factory.clone(),
-        agents: agents.clone(),
-    });
-    let mut wire = Wire::start(recording);
+    let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
-    let agent = agents.lock().unwrap()[0].clone();
+    let agent = factory.agent(&session);
     // A turn nobody prompted over ACP (as a background-job wake would start).
     agent.followup(Message::user_text("job finished")).unwrap();
     let mut frames = Vec::new();
@@ -277,7 +219,7 @@ async fn item_19_autonomous_output_is_sent_without_a_prompt() {
 /// (a JSON-RPC `result` or `error` member), and returns the tool result text the model saw.
 async fn answered(answer: (&str, Value)) -> String {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"command": "echo needs-approval"}).to_string();
     factory
         .adapter
@@ -360,24 +302,19 @@ async fn item_22_requests_without_a_call_or_from_a_foreign_agent_stay_local() {
     use dsh_tools::ApprovalService;
 
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
-    let agents = Arc::new(Mutex::new(Vec::new()));
-    let recording = Arc::new(Recording {
-        inner: factory.clone(),
-        agents: agents.clone(),
-    });
-    let mut wire = Wire::start(recording);
+    let factory = TestHost::new(home.path());
+    let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
     wire.request(
         3,
         "session/new",
         json!({"cwd": home.path(), "mcpServers": []}),
     );
-    wire.until_response(3).await;
-    let (owned, foreign) = {
-        let agents = agents.lock().unwrap();
-        (agents[0].clone(), agents[1].clone())
-    };
+    let (_, second) = wire.until_response(3).await;
+    let (owned, foreign) = (
+        factory.agent(&session),
+        factory.agent(second["result"]["sessionId"].as_str().unwrap()),
+    );
     let service = owned.scope().service::<dyn ApprovalService>().unwrap();
 
     // Answered locally and at once; a request that reached the client would wait for it.
@@ -415,28 +352,27 @@ async fn item_22_requests_without_a_call_or_from_a_foreign_agent_stay_local() {
 #[tokio::test]
 async fn item_18_disconnect_disposes_every_owned_agent() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push(Script::Hang);
-    let agents = Arc::new(Mutex::new(Vec::new()));
-    let recording = Arc::new(Recording {
-        inner: factory.clone(),
-        agents: agents.clone(),
-    });
-    let mut wire = Wire::start(recording);
+    let mut wire = Wire::start(factory.clone());
     let busy = wire.open(home.path(), false).await;
     wire.request(
         3,
         "session/new",
         json!({"cwd": home.path(), "mcpServers": []}),
     );
-    wire.until_response(3).await;
+    let (_, idle) = wire.until_response(3).await;
+    let agents = [
+        factory.agent(&busy),
+        factory.agent(idle["result"]["sessionId"].as_str().unwrap()),
+    ];
     prompt(&wire, 4, &busy, json!([{"type": "text", "text": "long"}]));
     wire.next().await;
     wire.close();
     let (_, response) = wire.until_response(4).await;
     assert_eq!(response["result"], json!({"stopReason": "cancelled"}));
     wire.task.await.unwrap().unwrap();
-    for agent in agents.lock().unwrap().iter() {
+    for agent in &agents {
         assert!(
             agent.followup(Message::user_text("late")).is_err(),
             "agent {} is still alive after the disconnect",

@@ -23,7 +23,6 @@ use agent_client_protocol::v1::schema::StopReason;
 use agent_client_protocol::v1::schema::TextContent;
 use agent_client_protocol::v1::schema::ToolCallContent;
 use dsh_acp::BridgeConfig;
-use dsh_acp::SessionFactory;
 use dsh_agent::scripted::text_response;
 use dsh_agent::scripted::tool_call_response;
 use serde_json::json;
@@ -31,20 +30,20 @@ use tokio_util::compat::TokioAsyncReadCompatExt;
 use tokio_util::compat::TokioAsyncWriteCompatExt;
 
 use super::harness::TIMEOUT;
-use super::harness::TestFactory;
+use super::harness::TestHost;
 
 type Updates = Arc<Mutex<Vec<SessionUpdate>>>;
 
 /// Runs `body` as an ACP client connected to a fresh bridge over an in-memory duplex pipe.
 async fn with_client<R: Send + 'static>(
-    factory: Arc<dyn SessionFactory>,
+    factory: Arc<TestHost>,
     updates: Updates,
     body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, agent_client_protocol::Error> + Send,
 ) -> R {
     let (client_io, agent_io) = tokio::io::duplex(1 << 16);
     let (agent_read, agent_write) = tokio::io::split(agent_io);
     let server = tokio::spawn(dsh_acp::serve(
-        factory,
+        factory.sessions(),
         BridgeConfig::default(),
         agent_read,
         agent_write,
@@ -121,7 +120,7 @@ async fn an_acp_client_sees_diff_and_terminal_cards_and_load_replays_them() {
     std::fs::create_dir(&work).unwrap();
     let file = work.join("notes.txt");
     std::fs::write(&file, "draft\n").unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let edit = json!({"path": file, "old": "draft", "new": "final"}).to_string();
     factory
         .adapter

@@ -40,11 +40,8 @@ use agent_client_protocol::v1::schema::WaitForTerminalExitResponse;
 use agent_client_protocol::v1::schema::WriteTextFileRequest;
 use agent_client_protocol::v1::schema::WriteTextFileResponse;
 use dsh_acp::BridgeConfig;
-use dsh_agent::scripted::ScriptedAdapter;
 use dsh_agent::scripted::text_response;
 use dsh_agent::scripted::tool_call_response;
-use dsh_kernel::Scope;
-use dsh_session::JsonlStore;
 use dsh_tool_fs::FsContext;
 use dsh_tool_fs::policy::FilePolicy;
 use dsh_tool_shell::JobToolsConfig;
@@ -53,9 +50,7 @@ use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::ShellContext;
 use dsh_tool_shell::ShellTools;
 use dsh_tool_shell::spill::SpillStore;
-use dsh_tools::RegistryConfig;
 use dsh_tools::SandboxMode;
-use dsh_tools::ToolRegistry;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
@@ -63,12 +58,12 @@ use tokio_util::compat::TokioAsyncReadCompatExt;
 use tokio_util::compat::TokioAsyncWriteCompatExt;
 
 use super::harness::TIMEOUT;
-use super::harness::TestFactory;
+use super::harness::TestHost;
 
 /// A real `read`/`write`/`edit` and `bash` behind the bridge, confined to `work`.
-pub(super) fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
-    let root = Scope::root();
-    let registry = ToolRegistry::new(RegistryConfig::default());
+pub(super) fn factory(home: &Path, work: &Path) -> Arc<TestHost> {
+    let host = TestHost::bare(home, &[]);
+    let (root, registry) = (host.root.clone(), host.registry.clone());
     let fs = FsContext::new(work, FilePolicy::new(SandboxMode::WorkspaceWrite, work));
     for disposer in dsh_tool_fs::register::register_fs_tools(&registry, &root, fs).unwrap() {
         std::mem::forget(disposer);
@@ -85,15 +80,7 @@ pub(super) fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
     for disposer in dsh_tool_shell::register_shell_tools(&registry, &root, &tools).unwrap() {
         std::mem::forget(disposer);
     }
-    Arc::new(TestFactory {
-        root: root.clone(),
-        store: JsonlStore::new(home),
-        adapter: ScriptedAdapter::new("scripted"),
-        registry,
-        modes: std::sync::Mutex::new(Vec::new()),
-        credentials: std::sync::Mutex::new(true),
-        commands: dsh_commands::CommandRegistry::install(&root).unwrap(),
-    })
+    host
 }
 
 /// What the editor did, for the assertions.
@@ -132,7 +119,7 @@ async fn run_terminal(request: &CreateTerminalRequest) -> (String, Option<u32>) 
 }
 
 async fn with_editor<R: Send + 'static>(
-    factory: Arc<TestFactory>,
+    factory: Arc<TestHost>,
     editor: Shared,
     capabilities: ClientCapabilities,
     body: impl AsyncFnOnce(ConnectionTo<Agent>) -> Result<R, agent_client_protocol::Error> + Send,
@@ -140,7 +127,7 @@ async fn with_editor<R: Send + 'static>(
     let (client_io, agent_io) = tokio::io::duplex(1 << 16);
     let (agent_read, agent_write) = tokio::io::split(agent_io);
     let server = tokio::spawn(dsh_acp::serve(
-        factory,
+        factory.sessions(),
         BridgeConfig::default(),
         agent_read,
         agent_write,
@@ -274,7 +261,7 @@ async fn one_prompt(
     Ok(done.stop_reason)
 }
 
-fn tool_results(factory: &TestFactory) -> Vec<String> {
+fn tool_results(factory: &TestHost) -> Vec<String> {
     let requests = factory.adapter.requests();
     requests
         .last()

@@ -1,5 +1,6 @@
-//! A real agent behind the bridge: the scripted model, a JSONL session store in a temp dir, and
-//! two real tools (`bash` runs a process, `edit` rewrites a file) with terminal and diff cards.
+//! A real host behind the bridge: `dsh_host::Host` over the scripted model and a JSONL session
+//! store in a temp dir, with two real tools (`bash` runs a process, `edit` rewrites a file)
+//! with terminal and diff cards.
 
 use std::io;
 use std::path::Path;
@@ -8,29 +9,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_acp::BridgeConfig;
-use dsh_acp::FactoryError;
-use dsh_acp::ModeInfo;
-use dsh_acp::ModeState;
-use dsh_acp::NewSession;
-use dsh_acp::SessionFactory;
-use dsh_acp::SessionParts;
-use dsh_acp::StoredSession;
-use dsh_agent::Agent;
-use dsh_agent::AgentConfig;
-use dsh_agent::AgentHandle;
-use dsh_agent::DEFAULT_MAX_PARALLEL_TOOL_CALLS;
-use dsh_agent::PromptConfig;
 use dsh_agent::scripted::ScriptedAdapter;
-use dsh_kernel::BoxFuture;
+use dsh_host::Config;
+use dsh_host::Host;
+use dsh_host::HostOptions;
+use dsh_host::Layer;
+use dsh_host::SessionHost;
 use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
-use dsh_session::CreateOptions;
 use dsh_session::JsonlStore;
-use dsh_session::SessionLog;
 use dsh_tools::FileDiff;
 use dsh_tools::FileLocation;
 use dsh_tools::PreDecision;
-use dsh_tools::RegistryConfig;
 use dsh_tools::TerminalExit;
 use dsh_tools::Tool;
 use dsh_tools::ToolCallView;
@@ -45,152 +35,114 @@ use serde_json::json;
 
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-pub struct TestFactory {
+/// A variable every test process has: with `[model] api_key_env` naming it, the host's key
+/// check passes.
+pub const PRESENT_KEY_ENV: &str = "PATH";
+/// A variable no test sets: the host has no key.
+pub const ABSENT_KEY_ENV: &str = "DSH_ACP_TEST_UNSET_KEY";
+
+/// A real [`Host`] (the one the binary builds) over the scripted model and a JSONL store in a
+/// temp dir, with only the plugins a test names mounted; tests register their own tools and
+/// hooks in [`TestHost::root`], an extension scope of the host.
+pub struct TestHost {
+    pub host: Host,
+    /// The host's extension scope for this test's registrations.
     pub root: Scope,
-    pub store: JsonlStore,
+    pub store: Arc<JsonlStore>,
     pub adapter: Arc<ScriptedAdapter>,
     pub registry: Arc<ToolRegistry>,
-    pub modes: std::sync::Mutex<Vec<String>>,
-    /// Whether `check_credentials` passes.
-    pub credentials: std::sync::Mutex<bool>,
-    #[allow(
-        dead_code,
-        reason = "kept alive with the factory; tests register into it"
-    )]
-    pub commands: dsh_commands::CommandRegistry,
+    /// The host's slash-command registry.
+    pub commands: Arc<dsh_commands::CommandRegistry>,
+    home: PathBuf,
+    cwd: PathBuf,
 }
 
-fn modes() -> ModeState {
-    let mode = |id: &str, name: &str| ModeInfo {
-        id: id.into(),
-        name: name.into(),
-        description: None,
+/// The test configuration: the scripted model with one alternate in the catalog, the key
+/// variable `key_env`.
+fn config(home: &Path, cwd: &Path, key_env: &str) -> Config {
+    let mut config = Config::empty(home.join("dsh-home"), cwd.to_path_buf());
+    let Value::Object(table) = json!({"model": {
+        "name": "scripted-model",
+        "api_key_env": key_env,
+        "catalog": [{"id": "scripted-model"}, {"id": "alternate-model"}],
+    }}) else {
+        unreachable!()
     };
-    ModeState {
-        current: "workspace-write".into(),
-        available: vec![
-            mode("read-only", "Read only"),
-            mode("workspace-write", "Workspace write"),
-        ],
-    }
+    config.merge(Layer::User, table, None);
+    config
 }
 
-impl TestFactory {
+impl TestHost {
+    /// The harness's `bash` and `edit` (commands mentioning "needs-approval" ask first), no
+    /// plugin of the table.
     pub fn new(home: &Path) -> Arc<Self> {
-        let root = Scope::root();
-        let commands = dsh_commands::CommandRegistry::install(&root).unwrap();
-        let registry = ToolRegistry::new(RegistryConfig::default());
-        registry.register(&root, bash_tool()).unwrap();
-        registry.register(&root, edit_tool()).unwrap();
+        let host = Self::bare(home, &[]);
+        host.registry.register(&host.root, bash_tool()).unwrap();
+        host.registry.register(&host.root, edit_tool()).unwrap();
         // `bash` commands mentioning "needs-approval" ask the user first.
-        let _ = registry.pre_execute().register(&root, |exec, next| {
-            let asks = exec.name() == "bash"
-                && exec
-                    .arguments()
-                    .is_some_and(|a| a.to_string().contains("needs-approval"));
-            if asks {
-                Box::pin(async { Ok(PreDecision::ask(None)) })
-            } else {
-                next.run(exec)
-            }
-        });
+        let _ = host
+            .registry
+            .pre_execute()
+            .register(&host.root, |exec, next| {
+                let asks = exec.name() == "bash"
+                    && exec
+                        .arguments()
+                        .is_some_and(|a| a.to_string().contains("needs-approval"));
+                if asks {
+                    Box::pin(async { Ok(PreDecision::ask(None)) })
+                } else {
+                    next.run(exec)
+                }
+            });
+        host
+    }
+
+    /// No tools; the built-in plugins named in `plugins` mounted (with their defaults).
+    pub fn bare(home: &Path, plugins: &[&str]) -> Arc<Self> {
+        let store = Arc::new(JsonlStore::new(home));
+        let adapter = ScriptedAdapter::new("scripted");
+        let mut options = HostOptions::new(config(home, home, PRESENT_KEY_ENV));
+        options.store = Some(store.clone());
+        options.adapter = Some(adapter.clone());
+        options.plugins = Some(
+            dsh_host::builtin_plugins()
+                .into_iter()
+                .filter(|spec| plugins.contains(&spec.name))
+                .collect(),
+        );
+        let host = Host::build(options).unwrap();
+        let sessions = host.sessions();
         Arc::new(Self {
-            root,
-            store: JsonlStore::new(home),
-            adapter: ScriptedAdapter::new("scripted"),
-            registry,
-            modes: std::sync::Mutex::new(Vec::new()),
-            credentials: std::sync::Mutex::new(true),
-            commands,
+            root: host.extension_scope("test").unwrap(),
+            registry: sessions.registry(),
+            commands: sessions.service::<dsh_commands::CommandRegistry>().unwrap(),
+            host,
+            store,
+            adapter,
+            home: home.to_path_buf(),
+            cwd: home.to_path_buf(),
         })
     }
 
-    fn agent(&self, id: String, cwd: &Path, log: SessionLog) -> Result<SessionParts, FactoryError> {
-        let config = AgentConfig {
-            id,
-            cwd: Some(cwd.to_string_lossy().into_owned()),
-            provider: "scripted".into(),
-            model: "scripted-model".into(),
-            max_tokens: None,
-            adapter: self.adapter.clone(),
-            tools: self.registry.clone(),
-            scope: self.root.clone(),
-            log,
-            prompt: PromptConfig::default(),
-            max_parallel_tool_calls: DEFAULT_MAX_PARALLEL_TOOL_CALLS,
-        };
-        let agent = Agent::create(config).map_err(|e| FactoryError::internal(e.to_string()))?;
-        Ok(SessionParts {
-            agent,
-            tools: Some(self.registry.clone()),
-            modes: Some(modes()),
-            mode_watch: None,
-        })
-    }
-}
-
-impl SessionFactory for TestFactory {
-    fn create(
-        &self,
-        request: NewSession,
-    ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        let options = CreateOptions {
-            id: Some(request.session_id.clone()),
-            cwd: Some(request.cwd.clone()),
-            ..Default::default()
-        };
-        let result = self
-            .store
-            .create(options)
-            .map_err(|e| FactoryError::internal(e.to_string()))
-            .and_then(|log| self.agent(request.session_id, &request.cwd, log));
-        Box::pin(std::future::ready(result))
+    pub fn sessions(&self) -> SessionHost {
+        self.host.sessions()
     }
 
-    fn load(
-        &self,
-        session_id: String,
-        cwd: PathBuf,
-    ) -> BoxFuture<'static, Result<SessionParts, FactoryError>> {
-        let result = self
-            .store
-            .resume(&session_id)
-            .map_err(|e| FactoryError::invalid(e.to_string()))
-            .and_then(|log| self.agent(session_id, &cwd, log));
-        Box::pin(std::future::ready(result))
+    /// The live agent of session `id`.
+    pub fn agent(&self, id: &str) -> dsh_agent::AgentHandle {
+        self.sessions().live(id).expect("a live session")
     }
 
-    fn list(
-        &self,
-        cwd: Option<PathBuf>,
-    ) -> BoxFuture<'static, Result<Vec<StoredSession>, FactoryError>> {
-        let result = dsh_acp::stored_sessions(&self.store, cwd.as_deref());
-        Box::pin(std::future::ready(result))
-    }
-
-    fn auth_methods(&self) -> Vec<dsh_acp::AuthMethodInfo> {
-        vec![dsh_acp::AuthMethodInfo {
-            id: "test-key".into(),
-            name: "Test key".into(),
-            description: Some("Set TEST_KEY".into()),
-        }]
-    }
-
-    fn check_credentials(&self) -> Result<(), FactoryError> {
-        if *self.credentials.lock().unwrap() {
-            Ok(())
-        } else {
-            Err(FactoryError::auth_required("no test key"))
-        }
-    }
-
-    fn models(&self) -> Vec<String> {
-        vec!["alternate-model".to_owned()]
-    }
-
-    fn set_mode(&self, _agent: &AgentHandle, mode_id: &str) -> Result<(), FactoryError> {
-        self.modes.lock().unwrap().push(mode_id.to_owned());
-        Ok(())
+    /// Reloads the configuration with `[model] api_key_env = key_env`.
+    pub async fn set_key_env(&self, key_env: &str) {
+        let report = self
+            .host
+            .reload(config(&self.home, &self.cwd, key_env))
+            .await;
+        assert!(
+            matches!(report, dsh_host::ReloadReport::Applied { .. }),
+            "{report:?}"
+        );
     }
 }
 
@@ -281,7 +233,8 @@ pub struct Wire {
 }
 
 impl Wire {
-    pub fn start(factory: Arc<dyn SessionFactory>) -> Self {
+    pub fn start(host: impl std::borrow::Borrow<TestHost>) -> Self {
+        let sessions = host.borrow().sessions();
         let (incoming, incoming_rx) = mpsc::unbounded::<io::Result<String>>();
         let (outgoing_tx, outgoing) = mpsc::unbounded::<String>();
         let lines = agent_client_protocol::Lines::new(
@@ -289,7 +242,7 @@ impl Wire {
             incoming_rx,
         );
         let task = tokio::spawn(dsh_acp::serve_transport(
-            factory,
+            sessions,
             BridgeConfig::default(),
             lines,
         ));

@@ -7,33 +7,28 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
-use dsh_agent::scripted::ScriptedAdapter;
 use dsh_agent::scripted::text_response;
 use dsh_agent::scripted::tool_call_response;
-use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
-use dsh_session::JsonlStore;
 use dsh_tool_shell::JobToolsConfig;
 use dsh_tool_shell::JobsConfig;
 use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::ShellContext;
 use dsh_tool_shell::ShellTools;
 use dsh_tool_shell::spill::SpillStore;
-use dsh_tools::RegistryConfig;
-use dsh_tools::ToolRegistry;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
 
-use super::harness::TestFactory;
+use super::harness::TestHost;
 use super::harness::Wire;
 
 const COMMAND: &str = "printf 'one\\n'; sleep 0.6; printf 'two\\n' >&2";
 
 /// The harness factory, with the real shell tools instead of the harness's own `bash`.
-fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
-    let root = Scope::root();
-    let registry = ToolRegistry::new(RegistryConfig::default());
+fn factory(home: &Path, work: &Path) -> Arc<TestHost> {
+    let host = TestHost::bare(home, &[]);
+    let (root, registry) = (host.root.clone(), host.registry.clone());
     let mut base = ShellContext::new(work, "live");
     base.spill = Arc::new(SpillStore::new(home.join("spill")));
     let tools = ShellTools {
@@ -46,15 +41,7 @@ fn factory(home: &Path, work: &Path) -> Arc<TestFactory> {
     for disposer in dsh_tool_shell::register_shell_tools(&registry, &root, &tools).unwrap() {
         std::mem::forget(disposer);
     }
-    Arc::new(TestFactory {
-        root: root.clone(),
-        store: JsonlStore::new(home),
-        adapter: ScriptedAdapter::new("scripted"),
-        registry,
-        modes: std::sync::Mutex::new(Vec::new()),
-        credentials: std::sync::Mutex::new(true),
-        commands: dsh_commands::CommandRegistry::install(&root).unwrap(),
-    })
+    host
 }
 
 /// Runs one slow bash turn; returns the call's updates with when each arrived, and the text the

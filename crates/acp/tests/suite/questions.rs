@@ -9,7 +9,7 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
 
-use super::harness::TestFactory;
+use super::harness::TestHost;
 use super::harness::Wire;
 
 const ASK: &str = r#"{"questions":[{"id":"mode","question":"Which mode?","options":[{"label":"Fast (Recommended)"},{"label":"Slow"}]}]}"#;
@@ -53,8 +53,8 @@ fn tool_text(home: &std::path::Path) -> String {
         .to_owned()
 }
 
-fn factory(home: &std::path::Path) -> std::sync::Arc<TestFactory> {
-    let factory = TestFactory::new(home);
+fn factory(home: &std::path::Path) -> std::sync::Arc<TestHost> {
+    let factory = TestHost::new(home);
     let questions = UserQuestions::install(&factory.root).unwrap();
     dsh_tool_ask_user::register(&factory.registry, &factory.root, Some(questions)).unwrap();
     factory.adapter.push_chunks(tool_call_response(

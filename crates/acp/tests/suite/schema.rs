@@ -19,7 +19,7 @@ use dsh_tools::PreDecision;
 use serde_json::Value;
 use serde_json::json;
 
-use super::harness::TestFactory;
+use super::harness::TestHost;
 use super::harness::Wire;
 
 fn validator<T: schemars::JsonSchema>() -> jsonschema::Validator {
@@ -227,7 +227,7 @@ async fn until(
     }
 }
 
-fn script(factory: &TestFactory, work: &Path) {
+fn script(factory: &TestHost, work: &Path) {
     let file = work.join("notes.txt").to_string_lossy().into_owned();
     let read = json!({"file_path": "notes.txt"}).to_string();
     factory.adapter.push_chunks(tool_call_response(
@@ -363,7 +363,7 @@ async fn everything_the_bridge_sends_validates_against_the_acp_schema() {
         json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}),
     );
     until(&mut wire, 6, &mut buffers, &mut outputs).await;
-    request(&wire, 7, "authenticate", json!({"methodId": "test-key"}));
+    request(&wire, 7, "authenticate", json!({"methodId": "api-key-env"}));
     until(&mut wire, 7, &mut buffers, &mut outputs).await;
     wire.close();
     wire.task.await.unwrap().unwrap();

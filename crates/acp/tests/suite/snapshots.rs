@@ -7,7 +7,7 @@ use dsh_agent::scripted::tool_call_response;
 use serde_json::Value;
 use serde_json::json;
 
-use super::harness::TestFactory;
+use super::harness::TestHost;
 use super::harness::Wire;
 use super::harness::normalize;
 
@@ -43,7 +43,7 @@ async fn bash_turn_with_terminal_capability() {
     let home = tempfile::tempdir().unwrap();
     let work = home.path().join("ws");
     std::fs::create_dir(&work).unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"command": "printf 'hello\\n'"}).to_string();
     factory.adapter.push_chunks(tool_call_response(
         "call_1",
@@ -71,7 +71,7 @@ async fn bash_turn_without_terminal_capability_is_fenced() {
     let home = tempfile::tempdir().unwrap();
     let work = home.path().join("ws");
     std::fs::create_dir(&work).unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"command": "printf 'hello\\n'"}).to_string();
     factory
         .adapter
@@ -98,7 +98,7 @@ async fn edit_turn() {
     std::fs::create_dir_all(work.join("src")).unwrap();
     let file = work.join("src/lib.rs");
     std::fs::write(&file, "fn old() {}\n").unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"path": file, "old": "old", "new": "new"}).to_string();
     factory
         .adapter
@@ -124,7 +124,7 @@ async fn cancelled_turn() {
     let home = tempfile::tempdir().unwrap();
     let work = home.path().join("ws");
     std::fs::create_dir(&work).unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push(Script::Hang);
     let mut wire = Wire::start(factory);
     let session = wire.open(&work, true).await;

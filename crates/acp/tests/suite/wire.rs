@@ -11,14 +11,14 @@ use dsh_protocol::LlmFailure;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::harness::TestFactory;
+use super::harness::TestHost;
 use super::harness::Wire;
 use super::harness::message_text;
 
 #[tokio::test]
 async fn handshake_answers_protocol_1_and_a_uuid_session() {
     let home = tempfile::tempdir().unwrap();
-    let mut wire = Wire::start(TestFactory::new(home.path()));
+    let mut wire = Wire::start(TestHost::new(home.path()));
     wire.request(
         1,
         "initialize",
@@ -41,9 +41,10 @@ async fn handshake_answers_protocol_1_and_a_uuid_session() {
     );
     assert_eq!(
         init["result"]["authMethods"],
-        json!([{"id": "test-key", "name": "Test key", "description": "Set TEST_KEY"}])
+        json!([{"id": "api-key-env", "name": "API key in the environment",
+            "description": "Set PATH in the environment your editor starts `dsh acp` with (the agent server's `env` setting), then restart the agent."}])
     );
-    wire.request(2, "authenticate", json!({"methodId": "test-key"}));
+    wire.request(2, "authenticate", json!({"methodId": "api-key-env"}));
     let (_, auth) = wire.until_response(2).await;
     assert_eq!(auth["result"], json!({}));
     wire.request(
@@ -68,7 +69,7 @@ async fn handshake_answers_protocol_1_and_a_uuid_session() {
 #[tokio::test]
 async fn session_new_rejections_use_the_exact_texts() {
     let home = tempfile::tempdir().unwrap();
-    let mut wire = Wire::start(TestFactory::new(home.path()));
+    let mut wire = Wire::start(TestHost::new(home.path()));
     wire.request(
         1,
         "initialize",
@@ -111,7 +112,7 @@ async fn session_new_rejections_use_the_exact_texts() {
 #[tokio::test]
 async fn text_turns_stream_the_model_text_and_end_turn() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push_chunks(text_response("ONE"));
     factory.adapter.push_chunks(text_response("TWO"));
     let mut wire = Wire::start(factory.clone());
@@ -132,7 +133,7 @@ async fn text_turns_stream_the_model_text_and_end_turn() {
 #[tokio::test]
 async fn a_failed_turn_rejects_the_prompt_with_turn_failed() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.set_retry_policy(RetryPolicy {
         max_retries: 0,
         ..RetryPolicy::default()
@@ -159,7 +160,7 @@ async fn a_failed_turn_rejects_the_prompt_with_turn_failed() {
 #[tokio::test]
 async fn a_retried_attempt_adds_no_message_text() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.set_retry_policy(RetryPolicy {
         max_retries: 2,
         base_delay: std::time::Duration::from_millis(1),
@@ -196,7 +197,7 @@ async fn a_retried_attempt_adds_no_message_text() {
 #[tokio::test]
 async fn cancel_settles_cancelled_after_the_partial_text() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push(Script::Hang);
     let mut wire = Wire::start(factory);
     let session = wire.open(home.path(), false).await;
@@ -229,7 +230,7 @@ async fn cancel_settles_cancelled_after_the_partial_text() {
 #[tokio::test]
 async fn protocol_errors_are_answered_and_nothing_panics() {
     let home = tempfile::tempdir().unwrap();
-    let mut wire = Wire::start(TestFactory::new(home.path()));
+    let mut wire = Wire::start(TestHost::new(home.path()));
     wire.request(
         1,
         "initialize",
@@ -281,7 +282,7 @@ async fn protocol_errors_are_answered_and_nothing_panics() {
 #[tokio::test]
 async fn stdin_closed_mid_turn_cancels_answers_and_keeps_the_log_valid() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push(Script::Hang);
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
@@ -313,7 +314,7 @@ async fn stdin_closed_mid_turn_cancels_answers_and_keeps_the_log_valid() {
 #[tokio::test]
 async fn a_rejected_permission_denies_the_tool() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"command": "echo needs-approval"}).to_string();
     factory
         .adapter
@@ -397,8 +398,8 @@ fn ask_status(frames: &[serde_json::Value], call_id: &str) -> Vec<String> {
 #[tokio::test]
 async fn authentication_is_required_without_credentials() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
-    *factory.credentials.lock().unwrap() = false;
+    let factory = TestHost::new(home.path());
+    factory.set_key_env(super::harness::ABSENT_KEY_ENV).await;
     let mut wire = Wire::start(factory.clone());
     wire.request(
         1,
@@ -414,10 +415,10 @@ async fn authentication_is_required_without_credentials() {
     let (_, refused) = wire.until_response(2).await;
     assert_eq!(
         refused["error"],
-        json!({"code": -32000, "message": "Authentication required: no test key"})
+        json!({"code": -32000, "message": "Authentication required: no API key: set DSH_ACP_TEST_UNSET_KEY in the environment your editor starts `dsh acp` with"})
     );
     assert!(factory.store.list().unwrap().is_empty(), "no session made");
-    wire.request(3, "authenticate", json!({"methodId": "test-key"}));
+    wire.request(3, "authenticate", json!({"methodId": "api-key-env"}));
     let (_, still) = wire.until_response(3).await;
     assert_eq!(still["error"]["code"], -32000);
     wire.request(4, "authenticate", json!({"methodId": "other"}));
@@ -426,8 +427,8 @@ async fn authentication_is_required_without_credentials() {
         unknown["error"],
         json!({"code": -32602, "message": "Invalid params: unknown authentication method: other"})
     );
-    *factory.credentials.lock().unwrap() = true;
-    wire.request(5, "authenticate", json!({"methodId": "test-key"}));
+    factory.set_key_env(super::harness::PRESENT_KEY_ENV).await;
+    wire.request(5, "authenticate", json!({"methodId": "api-key-env"}));
     let (_, ok) = wire.until_response(5).await;
     assert_eq!(ok["result"], json!({}));
     wire.request(
@@ -444,7 +445,7 @@ async fn authentication_is_required_without_credentials() {
 #[tokio::test]
 async fn an_always_answer_is_remembered_for_the_session() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"command": "echo needs-approval"}).to_string();
     factory
         .adapter
@@ -485,7 +486,7 @@ async fn an_always_answer_is_remembered_for_the_session() {
 #[tokio::test]
 async fn set_mode_applies_the_preset_and_notifies() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
     wire.request(
@@ -499,7 +500,12 @@ async fn set_mode_applies_the_preset_and_notifies() {
         frames[0]["params"]["update"],
         json!({"sessionUpdate": "current_mode_update", "currentModeId": "read-only"})
     );
-    assert_eq!(*factory.modes.lock().unwrap(), vec!["read-only".to_owned()]);
+    let agent = factory.agent(&session);
+    assert_eq!(
+        factory.sessions().current_preset(&agent).map(|p| p.name),
+        Some("read-only"),
+        "the host switched the session's preset"
+    );
     wire.request(
         4,
         "session/set_mode",
@@ -516,7 +522,7 @@ async fn set_mode_applies_the_preset_and_notifies() {
 async fn load_and_list_validate_their_requests() {
     let home = tempfile::tempdir().unwrap();
     let other = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push_chunks(text_response("hello"));
     let mut wire = Wire::start(factory.clone());
     let session = wire.open(home.path(), false).await;
@@ -585,7 +591,7 @@ async fn load_and_list_validate_their_requests() {
 #[tokio::test]
 async fn cancel_during_a_permission_request_withdraws_it() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let args = json!({"command": "echo needs-approval"}).to_string();
     factory
         .adapter
@@ -631,7 +637,7 @@ async fn cancel_during_a_permission_request_withdraws_it() {
 #[tokio::test]
 async fn sessions_are_independent() {
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     factory.adapter.push(Script::Hang);
     factory.adapter.push_chunks(text_response("B"));
     let mut wire = Wire::start(factory);
@@ -676,7 +682,7 @@ async fn slash_commands_are_announced_and_run_without_a_model_request() {
     use dsh_commands::CommandResult;
     use dsh_commands::CommandSpec;
     let home = tempfile::tempdir().unwrap();
-    let factory = TestFactory::new(home.path());
+    let factory = TestHost::new(home.path());
     let echo = CommandSpec::new("echo", "Say it back", |call: CommandCall| async move {
         Ok(CommandResult::text(call.argument().to_owned()))
     })

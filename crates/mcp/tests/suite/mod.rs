@@ -3,5 +3,6 @@ mod elicitation;
 mod http;
 mod prompt_commands;
 mod protocol;
+mod sse;
 mod stdio;
 mod support;

@@ -1,6 +1,9 @@
 //! The reference server's prompts as slash commands: listed in the registry once the server is
 //! connected, and a run sends the fetched prompt to the agent as the user's next prompt.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dsh_agent::Agent;
@@ -31,9 +34,8 @@ async fn prompts_become_commands_that_prompt_the_agent() {
     )
     .await
     .unwrap();
-    dsh_mcp::register_prompt_commands(&commands, &server)
-        .await
-        .unwrap();
+    let task = dsh_mcp::register_prompt_commands(&commands, &server);
+    wait_command(&commands, &h.root, "mcp__everything__simple-prompt", true).await;
     let listed: Vec<String> = commands.list(&h.root).into_iter().map(|c| c.name).collect();
     assert!(
         listed.contains(&"mcp__everything__simple-prompt".to_owned()),
@@ -99,11 +101,101 @@ async fn prompts_become_commands_that_prompt_the_agent() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    // Unmounting the server takes its commands away.
+    // Unmounting the server takes its commands away, and the follower ends.
     server.dispose();
     assert!(
         commands
             .find(&h.root, "mcp__everything__args-prompt")
             .is_none()
     );
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the prompt follower ends with the server")
+        .unwrap();
+}
+
+/// Waits (bounded) until `name` is (or is no longer) a command `scope` sees.
+async fn wait_command(
+    commands: &CommandRegistry,
+    scope: &dsh_kernel::Scope,
+    name: &str,
+    present: bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while commands.find(scope, name).is_some() != present {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} present={present} never held; commands: {:?}",
+            commands
+                .list(scope)
+                .into_iter()
+                .map(|c| c.name)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `notifications/prompts/list_changed` re-lists: a prompt added at run time becomes a command,
+/// a removed one goes, and the registry's change listeners (the TUI palette, ACP
+/// `available_commands_update`) hear about each. A reconnect re-lists too.
+#[tokio::test]
+async fn a_prompt_list_change_updates_the_commands() {
+    let Some(_) = server_bin() else { return };
+    let script = repo_root().join("tests/mcp-server/changing-prompts.mjs");
+    let h = Harness::new();
+    let commands = CommandRegistry::install(&h.root).unwrap();
+    let changes = Arc::new(AtomicUsize::new(0));
+    let counter = changes.clone();
+    let _listening = commands.on_change(&h.root, move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let mut config =
+        dsh_mcp::McpServerConfig::stdio("changing", "node", vec![script.display().to_string()]);
+    config.reconnect = fast_reconnect();
+    let server = McpServer::mount(&h.root, &h.registry, config, &McpOptions::default())
+        .await
+        .unwrap();
+    let _task = dsh_mcp::register_prompt_commands(&commands, &server);
+    wait_command(&commands, &h.root, "mcp__changing__first", true).await;
+    assert!(commands.find(&h.root, "mcp__changing__second").is_none());
+    let before = changes.load(Ordering::SeqCst);
+
+    let added = h
+        .call(
+            "mcp__changing__add-prompt",
+            serde_json::json!({"name": "second", "description": "Added later"}),
+        )
+        .await;
+    assert_eq!(added.text(), "first,second");
+    wait_command(&commands, &h.root, "mcp__changing__second", true).await;
+    assert_eq!(
+        commands
+            .find(&h.root, "mcp__changing__second")
+            .unwrap()
+            .description,
+        "Added later"
+    );
+    assert!(
+        changes.load(Ordering::SeqCst) > before,
+        "listeners were told"
+    );
+
+    let removed = h
+        .call(
+            "mcp__changing__remove-prompt",
+            serde_json::json!({"name": "first"}),
+        )
+        .await;
+    assert_eq!(removed.text(), "second");
+    wait_command(&commands, &h.root, "mcp__changing__first", false).await;
+    assert!(commands.find(&h.root, "mcp__changing__second").is_some());
+
+    // The restarted server lists only its initial prompt: the reconnect re-lists.
+    kill(server.pid().unwrap());
+    wait_command(&commands, &h.root, "mcp__changing__first", true).await;
+    wait_command(&commands, &h.root, "mcp__changing__second", false).await;
+
+    server.dispose();
+    assert!(commands.find(&h.root, "mcp__changing__first").is_none());
 }

@@ -262,6 +262,11 @@ async fn acp_session_servers_are_scoped_to_the_session() {
         dsh_mcp::mount_acp_servers(&session, &h.registry, &[entry], &McpOptions::default())
             .await
             .unwrap();
+    // The mount waits only the start-up budget; on a loaded machine the child may need longer.
+    wait_status(&servers.servers[0], Duration::from_secs(30), |s| {
+        s.state == ServerState::Connected
+    })
+    .await;
     let name = "mcp__sess__echo";
     assert!(h.registry.get(name, Some(&session)).is_some());
     assert!(h.registry.get(name, None).is_none(), "not global");

@@ -165,16 +165,28 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// The reference server in streamable-HTTP mode on `127.0.0.1:<port>`, started and ready.
+/// The reference server in streamable-HTTP (or legacy SSE) mode on `127.0.0.1:<port>`,
+/// started and ready.
 pub struct HttpServer {
     pub child: tokio::process::Child,
     pub port: u16,
+    /// `/mcp` or `/sse`.
+    path: &'static str,
 }
 
 impl HttpServer {
     pub async fn start(bin: &Path, port: u16) -> Self {
+        Self::start_mode(bin, port, "streamableHttp", "/mcp").await
+    }
+
+    /// The legacy HTTP+SSE mode: the event stream is `/sse`, messages go to `/message`.
+    pub async fn start_sse(bin: &Path, port: u16) -> Self {
+        Self::start_mode(bin, port, "sse", "/sse").await
+    }
+
+    async fn start_mode(bin: &Path, port: u16, mode: &str, path: &'static str) -> Self {
         let mut child = tokio::process::Command::new(bin)
-            .arg("streamableHttp")
+            .arg(mode)
             .env("PORT", port.to_string())
             .env("NODE_OPTIONS", loopback_node_options())
             .stdin(Stdio::null())
@@ -187,7 +199,8 @@ impl HttpServer {
         let mut lines = tokio::io::BufReader::new(stderr).lines();
         let ready = tokio::time::timeout(Duration::from_secs(20), async {
             while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains("listening on port") {
+                // streamableHttp says "listening on port", sse "Server is running on port".
+                if line.contains("listening on port") || line.contains("running on port") {
                     return true;
                 }
             }
@@ -197,11 +210,11 @@ impl HttpServer {
         assert_eq!(ready, Ok(true), "the HTTP server did not come up");
         // Keep draining so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Self { child, port }
+        Self { child, port, path }
     }
 
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
+        format!("http://127.0.0.1:{}{}", self.port, self.path)
     }
 
     pub async fn kill(&mut self) {

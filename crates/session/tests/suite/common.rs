@@ -134,7 +134,9 @@ pub fn full_turn(log: &SessionLog, turn: u64) {
     close_turn(log, turn, 2);
 }
 
+/// The lines of the log's file once everything appended is written.
 pub fn file_lines(log: &SessionLog) -> Vec<String> {
+    log.flush().unwrap();
     std::fs::read_to_string(log.path().unwrap())
         .unwrap()
         .lines()

@@ -6,6 +6,7 @@ use std::time::Instant;
 use dsh_session::CreateOptions;
 use dsh_session::JsonlStore;
 use dsh_session::SessionError;
+use dsh_session::data::StepStart;
 use dsh_session::data::TurnStart;
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -195,6 +196,11 @@ fn an_unwritable_home_is_a_clear_error() {
     assert!(store.list().is_err());
 }
 
+/// The write-through refused the failing append itself. With the log writer thread an append
+/// never does I/O, so the same guarantee takes this form: the failed write is reported by the
+/// durability barrier (the loop's step or turn end then fails instead of counting the events as
+/// stored), every later append is refused, uncommitted and unpublished, while the failed batch is
+/// queued, and once the disk recovers the queued events are written, in order, exactly once.
 #[test]
 fn a_failed_write_is_not_committed() {
     let (_home, store) = store();
@@ -209,18 +215,83 @@ fn a_failed_write_is_not_committed() {
     std::fs::remove_dir(&dir).unwrap();
     std::fs::write(&dir, "x").unwrap();
     let mut rx = log.subscribe();
-    let err = log.append_data(&TurnStart { turn: 1 }, None).unwrap_err();
+    let first = log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    assert_eq!(rx.try_recv().unwrap().seq, first.seq);
+    let err = log.flush().unwrap_err();
     assert!(matches!(err, SessionError::Io { .. }), "{err}");
-    assert!(log.is_empty());
-    assert!(rx.try_recv().is_err(), "nothing was published");
+    assert!(
+        err.to_string().starts_with("session log I/O failed at "),
+        "{err}"
+    );
+
+    let err = log
+        .append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap_err();
+    assert!(matches!(err, SessionError::Io { .. }), "{err}");
+    assert_eq!(log.len(), 1, "the refused append is not committed");
+    assert!(rx.try_recv().is_err(), "nor published");
+    assert!(dir.is_file(), "and nothing was written");
 
     std::fs::remove_file(&dir).unwrap();
+    log.flush().unwrap();
     assert_eq!(
-        log.append_data(&TurnStart { turn: 1 }, None).unwrap().seq,
-        0,
-        "the log recovers once the disk does"
+        file_lines(&log).len(),
+        2,
+        "the log recovers once the disk does: header and the queued event"
     );
-    assert_eq!(file_lines(&log).len(), 2);
+    assert_eq!(
+        log.append_data(&StepStart { turn: 1, step: 1 }, None)
+            .unwrap()
+            .seq,
+        1
+    );
+    drop(log);
+    let loaded = store.load("w").unwrap();
+    assert_eq!(loaded.events.len(), 2);
+    assert_eq!(loaded.dropped_bytes, 0);
+}
+
+/// Appends only queue; the barriers wait for the writer thread, a reader in this process
+/// sees what was committed, and dropping the last handle writes out what is queued.
+#[tokio::test]
+async fn barriers_wait_for_the_writer_and_a_dropped_log_loses_nothing() {
+    let (_home, store) = store();
+    let log = store
+        .create(CreateOptions {
+            id: Some("b".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let path = log.path().unwrap();
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    for n in 0..2000 {
+        log.append_ignorable("x/y", json!({ "n": n })).unwrap();
+    }
+    log.written().await.unwrap();
+    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+    assert_eq!(
+        lines, 2002,
+        "header and every event appended before the barrier"
+    );
+    log.sync().await.unwrap();
+
+    for n in 0..2000 {
+        log.append_ignorable("x/y", json!({ "n": n })).unwrap();
+    }
+    assert_eq!(
+        store.load("b").unwrap().events.len(),
+        4001,
+        "a reader in this process waits for the queue"
+    );
+    for n in 0..2000 {
+        log.append_ignorable("x/y", json!({ "n": n })).unwrap();
+    }
+    drop(log);
+    let loaded = store.load("b").unwrap();
+    assert_eq!(loaded.events.len(), 6001);
+    for (seq, event) in loaded.events.iter().enumerate() {
+        assert_eq!(event.seq, seq as u64);
+    }
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! A real agent behind the UI: the scripted model, a JSONL store in a fixed temp folder, the
-//! real file tools and the real `bash`, and a deterministic clock so durations are stable.
+//! A real host behind the UI: `dsh_host::Host` over the scripted model and a JSONL store in a
+//! fixed temp folder, the real file tools and the real `bash`, and a deterministic clock so
+//! durations are stable.
 
 #![allow(dead_code)]
 
@@ -12,16 +13,19 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use dsh_agent::Agent;
-use dsh_agent::AgentConfig;
-use dsh_agent::AgentHandle;
-use dsh_agent::DEFAULT_MAX_PARALLEL_TOOL_CALLS;
-use dsh_agent::PromptConfig;
 use dsh_agent::scripted::ScriptedAdapter;
+use dsh_host::Config;
+use dsh_host::Host;
+use dsh_host::HostOptions;
+use dsh_host::Layer;
+use dsh_host::SessionHost;
 use dsh_kernel::Scope;
 use dsh_session::CreateOptions;
 use dsh_session::JsonlStore;
+use dsh_session::LoadedSession;
+use dsh_session::SessionError;
 use dsh_session::SessionLog;
+use dsh_session::SessionStore;
 use dsh_session::SessionSummary;
 use dsh_tool_fs::FilePolicy;
 use dsh_tool_fs::FsContext;
@@ -32,20 +36,68 @@ use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::ShellContext;
 use dsh_tool_shell::register::ShellTools;
 use dsh_tools::PreDecision;
-use dsh_tools::RegistryConfig;
 use dsh_tools::ToolRegistry;
-use dsh_tui::SessionFactory;
+use dsh_tui::Start;
+use dsh_tui::TuiApp;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 /// Epoch ms of the first event; each event then advances the clock by 250 ms.
 pub const T0: u64 = 1_767_225_600_000;
 
-pub struct TestFactory {
+/// The JSONL store whose every opened log runs on a deterministic clock from [`T0`], so
+/// durations in frames are stable.
+#[derive(Debug)]
+struct ClockedStore(JsonlStore);
+
+fn clocked(log: SessionLog) -> SessionLog {
+    let clock = Arc::new(AtomicU64::new(T0));
+    log.set_clock(Arc::new(move || clock.fetch_add(250, Ordering::SeqCst)));
+    log
+}
+
+impl SessionStore for ClockedStore {
+    fn create(&self, options: CreateOptions) -> Result<SessionLog, SessionError> {
+        self.0.create(options).map(clocked)
+    }
+    fn resume(&self, id: &str) -> Result<SessionLog, SessionError> {
+        self.0.resume(id).map(clocked)
+    }
+    fn load(&self, id: &str) -> Result<LoadedSession, SessionError> {
+        self.0.load(id)
+    }
+    fn fork_log(
+        &self,
+        source: &SessionLog,
+        boundary: Option<u64>,
+        child_id: Option<String>,
+    ) -> Result<SessionLog, SessionError> {
+        self.0.fork_log(source, boundary, child_id).map(clocked)
+    }
+    fn fork(
+        &self,
+        source_id: &str,
+        boundary: Option<u64>,
+        child_id: Option<String>,
+    ) -> Result<SessionLog, SessionError> {
+        self.0.fork(source_id, boundary, child_id).map(clocked)
+    }
+    fn list(&self) -> Result<Vec<SessionSummary>, SessionError> {
+        self.0.list()
+    }
+    fn remove(&self, id: &str) -> Result<(), SessionError> {
+        self.0.remove(id)
+    }
+}
+
+/// A real [`Host`] (the one the binary builds) over the scripted model and a JSONL store in a
+/// fixed temp folder, with no plugin of the table: the test's tools (the real `bash` and, per
+/// session, the real file tools) are registered in the host's extension scope [`TestHost::root`].
+pub struct TestHost {
+    pub host: Host,
     pub root: Scope,
-    /// The shared slash-command registry (on the root, as the host installs it).
-    pub commands: dsh_commands::CommandRegistry,
-    pub store: JsonlStore,
+    /// The host's slash-command registry.
+    pub commands: Arc<dsh_commands::CommandRegistry>,
     pub adapter: Arc<ScriptedAdapter>,
     pub registry: Arc<ToolRegistry>,
     pub workspace: PathBuf,
@@ -59,11 +111,32 @@ pub fn workspace(name: &str) -> PathBuf {
     dir
 }
 
-impl TestFactory {
+impl TestHost {
+    /// Sessions on the model `scripted-model` (`/model` offers it and `scripted-pro`).
     pub fn new(dir: &Path) -> Arc<Self> {
-        let root = Scope::root();
-        let registry = ToolRegistry::new(RegistryConfig::default());
+        Self::with_model(dir, "scripted-model")
+    }
+
+    /// Sessions on the configured model `model`.
+    pub fn with_model(dir: &Path, model: &str) -> Arc<Self> {
         let workspace = dir.join("project");
+        let mut config = Config::empty(dir.join("home"), workspace.clone());
+        let serde_json::Value::Object(table) = serde_json::json!({"model": {
+            "name": model,
+            "catalog": [{"id": "scripted-model"}, {"id": "scripted-pro"}],
+        }}) else {
+            unreachable!()
+        };
+        config.merge(Layer::User, table, None);
+        let adapter = ScriptedAdapter::new("scripted");
+        let mut options = HostOptions::new(config);
+        options.store = Some(Arc::new(ClockedStore(JsonlStore::new(dir.join("home")))));
+        options.adapter = Some(adapter.clone());
+        options.plugins = Some(Vec::new());
+        let host = Host::build(options).unwrap();
+        let root = host.extension_scope("test").unwrap();
+        let sessions = host.sessions();
+        let registry = sessions.registry();
         let jobs = JobsRuntime::new(JobsConfig::default());
         let cwd = workspace.clone();
         let shell = ShellTools {
@@ -96,67 +169,44 @@ impl TestFactory {
                 next.run(exec)
             }
         });
-        let commands = dsh_commands::CommandRegistry::install(&root).unwrap();
+        // The file tools of each session, in its own scope, confined to nothing.
+        let fs_workspace = workspace.clone();
+        let tools = registry.clone();
+        sessions
+            .services()
+            .sessions
+            .attach(&root, "test-fs", move |session| {
+                let fs = FsContext::new(
+                    &fs_workspace,
+                    FilePolicy::new(SandboxMode::DangerFullAccess, &fs_workspace),
+                );
+                dsh_tool_fs::register::register_fs_tools(&tools, session.scope, fs)
+                    .map_err(dsh_kernel::PluginError::other)?;
+                Ok(())
+            })
+            .unwrap();
         Arc::new(Self {
+            commands: sessions.service::<dsh_commands::CommandRegistry>().unwrap(),
+            host,
             root,
-            commands,
-            store: JsonlStore::new(dir.join("home")),
-            adapter: ScriptedAdapter::new("scripted"),
+            adapter,
             registry,
             workspace,
         })
     }
 
-    fn agent(&self, log: SessionLog, resume: bool) -> anyhow::Result<AgentHandle> {
-        let clock = Arc::new(AtomicU64::new(T0));
-        log.set_clock(Arc::new(move || clock.fetch_add(250, Ordering::SeqCst)));
-        let config = AgentConfig {
-            id: log.id().to_owned(),
-            cwd: Some(self.workspace.to_string_lossy().into_owned()),
-            provider: "scripted".into(),
-            model: "scripted-model".into(),
-            max_tokens: None,
-            adapter: self.adapter.clone(),
-            tools: self.registry.clone(),
-            scope: self.root.clone(),
-            log,
-            prompt: PromptConfig::default(),
-            max_parallel_tool_calls: DEFAULT_MAX_PARALLEL_TOOL_CALLS,
-        };
-        let agent = if resume {
-            Agent::resume(config)?
-        } else {
-            Agent::create(config)?
-        };
-        let fs = FsContext::new(
-            &self.workspace,
-            FilePolicy::new(SandboxMode::DangerFullAccess, &self.workspace),
-        );
-        dsh_tool_fs::register::register_fs_tools(&self.registry, agent.scope(), fs)?;
-        Ok(agent)
-    }
-}
-
-impl SessionFactory for TestFactory {
-    fn new_session(&self, cwd: &Path) -> anyhow::Result<AgentHandle> {
-        let log = self.store.create(CreateOptions {
-            cwd: Some(cwd.to_path_buf()),
-            ..Default::default()
-        })?;
-        self.agent(log, false)
+    pub fn sessions(&self) -> SessionHost {
+        self.host.sessions()
     }
 
-    fn resume(&self, id: &str) -> anyhow::Result<AgentHandle> {
-        let log = self.store.resume(id)?;
-        self.agent(log, true)
-    }
-
-    fn list_sessions(&self) -> anyhow::Result<Vec<SessionSummary>> {
-        Ok(self.store.list()?)
-    }
-
-    fn models(&self) -> Vec<String> {
-        vec!["scripted-model".into(), "scripted-pro".into()]
+    /// The UI as `dsh` / `dsh resume` opens it in the workspace.
+    pub fn app(&self, start: Start) -> TuiApp {
+        TuiApp {
+            sessions: self.sessions(),
+            cwd: self.workspace.clone(),
+            start,
+            prompt: None,
+        }
     }
 }
 

@@ -1,7 +1,7 @@
-//! SIGINT, SIGTERM and SIGHUP in `dsh exec` and `dsh acp`. The first one kills every tool
-//! process dsh started (foreground calls and background jobs, confined or not) and is handed to
-//! the caller, which cancels the turn, closes the logs and exits with 128 + the signal number.
-//! A second one exits at once.
+//! SIGINT, SIGTERM and SIGHUP in the front-ends without a terminal UI (`dsh exec`, `dsh acp`).
+//! The first one kills every tool process dsh started (foreground calls and background jobs,
+//! confined or not) and is handed to the caller, which cancels the turn, closes the logs and
+//! exits with 128 + the signal number. A second one exits at once.
 
 use std::process::ExitCode;
 

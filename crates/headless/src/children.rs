@@ -15,7 +15,7 @@ use dsh_subagent::Subagents;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// One event of one session of the run.
-pub(crate) struct Tagged {
+pub struct Tagged {
     pub session: String,
     /// The delegating session, for a child's events.
     pub parent: Option<String>,
@@ -43,7 +43,7 @@ impl Shared {
 
 /// Follows every child `root` delegates to while it lives; dropping it stops following and
 /// releases the sender.
-pub(crate) struct Children {
+pub struct Children {
     shared: Arc<Shared>,
 }
 
@@ -58,7 +58,7 @@ impl Drop for Children {
 }
 
 /// Starts following `root`'s children; `None` when no subagent service is mounted.
-pub(crate) fn follow(
+pub fn follow(
     subagents: Option<Arc<Subagents>>,
     root: &AgentHandle,
     sender: UnboundedSender<Tagged>,

@@ -1,5 +1,5 @@
-//! What `dsh exec` does instead of a person: approvals it cannot ask for are refused with a
-//! note naming the flag that allows the call, and (on a terminal) one-line progress notes.
+//! What stands in for a person in a headless run: approvals it cannot ask for are refused with
+//! a note naming the flag that allows the call, and (when asked) one-line progress notes.
 
 use std::sync::Arc;
 
@@ -15,9 +15,19 @@ use dsh_tools::ApprovalService;
 use dsh_tools::ToolCallView;
 use dsh_tools::ToolRegistry;
 
-/// The approval channel of a headless run: nobody to ask. The call fails (the tool says no
+use crate::Io;
+
+/// The approval channel of `dsh exec`: nobody to ask. The call fails (the tool says no
 /// approval channel is available) and stderr says how to allow it.
-pub struct Headless;
+pub struct Headless {
+    io: Io,
+}
+
+impl Headless {
+    pub fn new(io: Io) -> Self {
+        Self { io }
+    }
+}
 
 /// `escalate sandbox to <mode>: …` → `<mode>`.
 fn escalation_mode(reason: Option<&str>) -> Option<&str> {
@@ -45,10 +55,36 @@ pub fn refusal_note(request_tool: &str, reason: Option<&str>) -> String {
 
 impl ApprovalService for Headless {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
-        note!(
-            "{}",
-            refusal_note(&request.tool_name, request.reason.as_deref())
-        );
+        self.io
+            .note(&refusal_note(&request.tool_name, request.reason.as_deref()));
+        Box::pin(std::future::ready(ApprovalOutcome::Unavailable))
+    }
+}
+
+/// The approval channel of `dsh mcp serve`: a call that needs approval is refused, and stderr
+/// says so (stdout carries the protocol).
+pub struct NoApprover {
+    io: Io,
+}
+
+impl NoApprover {
+    pub fn new(io: Io) -> Self {
+        Self { io }
+    }
+}
+
+impl ApprovalService for NoApprover {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        let why = request
+            .reason
+            .as_deref()
+            .filter(|reason| !reason.trim().is_empty())
+            .map(|reason| format!(" ({reason})"))
+            .unwrap_or_default();
+        self.io.note(&format!(
+            "dsh: {} needs approval{why}; dsh mcp serve cannot ask, so it was refused.",
+            request.tool_name
+        ));
         Box::pin(std::future::ready(ApprovalOutcome::Unavailable))
     }
 }
@@ -62,14 +98,14 @@ fn call_title(registry: &ToolRegistry, agent: &AgentHandle, call: &ToolCall) -> 
     }
 }
 
-/// One line per tool call, its outcome and each retry, on stderr, while the run lasts.
-pub fn progress(agent: &AgentHandle, registry: Arc<ToolRegistry>) -> Subscription {
+/// One stderr line per tool call, its outcome and each retry, while the subscription lives.
+pub fn progress(agent: &AgentHandle, registry: Arc<ToolRegistry>, io: Io) -> Subscription {
     let watched = agent.clone();
     agent.log().on_event(move |event| {
         if let Some(Ok(call)) = event.decode::<ToolCall>() {
             let title = call_title(&registry, &watched, &call);
             let first = title.lines().next().unwrap_or_default();
-            note!("· {first}");
+            io.note(&format!("· {first}"));
         } else if let Some(Ok(result)) = event.decode::<ToolResult>() {
             let failed = result.message.content.iter().any(|block| {
                 matches!(
@@ -81,19 +117,19 @@ pub fn progress(agent: &AgentHandle, registry: Arc<ToolRegistry>) -> Subscriptio
                 )
             });
             if failed {
-                note!("  ✗ failed");
+                io.note("  ✗ failed");
             }
         } else if let Some(Ok(retry)) = event.decode::<LlmRetry>() {
             let of = retry
                 .max_retries
                 .map(|max| format!("/{max}"))
                 .unwrap_or_default();
-            note!(
+            io.note(&format!(
                 "· retrying {}{of} in {:.1}s: {}",
                 retry.retry,
                 retry.delay_ms as f64 / 1000.0,
                 retry.failure.message
-            );
+            ));
         }
     })
 }

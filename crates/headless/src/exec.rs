@@ -1,0 +1,291 @@
+//! `dsh exec "task"` after argv: one headless turn. stdout carries only the final answer
+//! (text), the session events as JSON lines followed by one `result` line (stream-json), or one
+//! JSON object (json). stderr gets the session id, progress notes when asked for, and failures.
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dsh_agent::AgentHandle;
+use dsh_agent::CancelCause;
+use dsh_agent::TurnEndReason;
+use dsh_host::NewSession;
+use dsh_host::SessionHost;
+use dsh_protocol::TokenUsage;
+use dsh_session::data::AssistantMessage;
+use dsh_tools::ApprovalService;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::HeadlessError;
+use crate::Io;
+use crate::children::Tagged;
+
+/// How `dsh exec` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The final assistant text and a newline.
+    Text,
+    /// One `{"type":"session_event",...}` line per persisted event, then a `result` line.
+    StreamJson,
+    /// One JSON object at the end: session id, status, final text, usage.
+    Json,
+}
+
+/// Which session the task goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    New,
+    /// `--resume ID` (a full id or a unique prefix).
+    Resume(String),
+    /// `--continue`: the newest session of the folder.
+    Continue,
+    /// `--fork ID`: a new session starting from a copy of ID's conversation.
+    Fork(String),
+}
+
+/// The agent the task goes to.
+pub fn open(
+    sessions: &SessionHost,
+    cwd: &Path,
+    target: &Target,
+) -> Result<AgentHandle, HeadlessError> {
+    let store = sessions.store();
+    Ok(match target {
+        Target::New => sessions.create(NewSession {
+            id: None,
+            cwd: cwd.to_path_buf(),
+        })?,
+        Target::Resume(id) => {
+            let id = dsh_host::stored::resolve(store.as_ref(), id)?;
+            sessions
+                .load(&id)
+                .map_err(|e| HeadlessError::context(format!("cannot resume session {id}"), e))?
+        }
+        Target::Fork(id) => {
+            let id = dsh_host::stored::resolve(store.as_ref(), id)?;
+            sessions
+                .fork(&id)
+                .map_err(|e| HeadlessError::context(format!("cannot fork session {id}"), e))?
+        }
+        Target::Continue => {
+            let here = cwd.to_string_lossy();
+            let newest = dsh_host::stored::newest_in(store.as_ref(), &here)?.ok_or_else(|| {
+                HeadlessError::Invalid(format!("no stored session in {here} to continue"))
+            })?;
+            sessions.load(&newest.id).map_err(|e| {
+                HeadlessError::context(format!("cannot resume session {}", newest.id), e)
+            })?
+        }
+    })
+}
+
+/// One run's task and how it reports.
+#[derive(Debug, Clone)]
+pub struct ExecRun {
+    pub task: String,
+    pub output: Output,
+    /// `-o/--output-last-message FILE`: the final answer written there too.
+    pub last_message: Option<PathBuf>,
+    /// One stderr line per tool call, failure and retry (the binary asks for it on a terminal).
+    pub progress: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended<S> {
+    /// The stop that cancelled the turn, if one came (the binary exits by it).
+    pub stopped: Option<S>,
+    /// The exit status of the turn's ending: 0 completed, 130 aborted, 1 otherwise (with a
+    /// note on stderr).
+    pub code: u8,
+}
+
+/// Drives `agent` through one turn on `run.task` and prints it; `stop` (a signal) cancels the
+/// turn. The agent is disposed at the end, unless the run itself failed.
+pub async fn run<S: Send + 'static>(
+    sessions: &SessionHost,
+    agent: AgentHandle,
+    run: ExecRun,
+    io: &Io,
+    stop: impl Future<Output = S> + Send + 'static,
+) -> Result<Ended<S>, HeadlessError> {
+    let output = run.output;
+    let session_id = agent.id().to_owned();
+    io.note(&format!("session {session_id}"));
+    let first_seq = agent.log().len();
+    // Headless, no one can answer an approval: say which flag allows the call instead.
+    let _approval = agent
+        .scope()
+        .provide::<dyn ApprovalService>(Arc::new(crate::approval::Headless::new(io.clone())))?;
+
+    // Events are printed as they commit; an unbounded channel never drops one.
+    let (sender, receiver) = mpsc::unbounded_channel::<Tagged>();
+    // stream-json also carries the delegated children's events, tagged with their session.
+    let children = (output == Output::StreamJson)
+        .then(|| {
+            crate::children::follow(
+                sessions.service::<dsh_subagent::Subagents>(),
+                &agent,
+                sender.clone(),
+            )
+        })
+        .flatten();
+    let subscription = {
+        let session = session_id.clone();
+        agent.log().on_event(move |event| {
+            let _ = sender.send(Tagged {
+                session: session.clone(),
+                parent: None,
+                event: event.clone(),
+            });
+        })
+    };
+    let progress = run
+        .progress
+        .then(|| crate::approval::progress(&agent, sessions.registry(), io.clone()));
+    let printer =
+        (output == Output::StreamJson).then(|| tokio::spawn(print_events(receiver, io.clone())));
+
+    let cancel_agent = agent.clone();
+    let interrupt = tokio::spawn(async move {
+        let stop = stop.await;
+        cancel_agent.cancel(CancelCause::User, false);
+        stop
+    });
+    let outcome = dsh_agent::run_final(&agent, &run.task).await;
+    let stopped = if interrupt.is_finished() {
+        interrupt.await.ok()
+    } else {
+        interrupt.abort();
+        None
+    };
+    drop(subscription);
+    drop(children);
+    drop(progress);
+    if let Some(printer) = printer {
+        let _ = printer.await;
+    }
+    let outcome = outcome.map_err(|e| HeadlessError::context("the run failed", e))?;
+    let usage = total_usage(&agent, first_seq);
+    let json_error = |e: serde_json::Error| HeadlessError::Invalid(e.to_string());
+    match output {
+        Output::Text => io.say(&outcome.text)?,
+        Output::StreamJson => {
+            let mut result =
+                json!({"type": "result", "sessionId": session_id, "output": outcome.text});
+            if let Some(usage) = &usage {
+                result["usage"] = serde_json::to_value(usage).map_err(json_error)?;
+                add_context_fill(&mut result["usage"], sessions, &agent);
+            }
+            io.say(&result.to_string())?;
+        }
+        Output::Json => {
+            let mut result = json!({
+                "sessionId": session_id,
+                "status": status_of(&outcome.reason),
+                "output": outcome.text,
+            });
+            if let Some(TurnEndReason::Error { error }) = &outcome.reason {
+                result["error"] = json!({"code": error.code, "message": error.message});
+            }
+            if let Some(usage) = &usage {
+                result["usage"] = serde_json::to_value(usage).map_err(json_error)?;
+            }
+            io.say(&result.to_string())?;
+        }
+    }
+    if let Some(file) = &run.last_message {
+        std::fs::write(file, &outcome.text).map_err(|e| {
+            HeadlessError::context(
+                format!("cannot write the last message to {}", file.display()),
+                e,
+            )
+        })?;
+    }
+    agent.dispose().await;
+    if stopped.is_some() {
+        return Ok(Ended { stopped, code: 1 });
+    }
+    let code = match &outcome.reason {
+        Some(TurnEndReason::Completed) => 0,
+        Some(TurnEndReason::Error { error }) => {
+            io.note(&format!("dsh: {}: {}", error.code, error.message));
+            1
+        }
+        Some(TurnEndReason::Aborted { .. }) => 130,
+        Some(TurnEndReason::MaxTokens) => {
+            io.note(
+                "dsh: MAX_TOKENS: the model stopped at its output token limit before it finished the turn",
+            );
+            1
+        }
+        Some(TurnEndReason::Blocked) => {
+            io.note("dsh: BLOCKED: the turn was blocked before it completed");
+            1
+        }
+        Some(TurnEndReason::Interrupted) | None => {
+            io.note("dsh: INTERRUPTED: the run ended without completing its turn");
+            1
+        }
+    };
+    Ok(Ended {
+        stopped: None,
+        code,
+    })
+}
+
+/// The turn's ending in one word (`--output json`).
+fn status_of(reason: &Option<TurnEndReason>) -> &'static str {
+    match reason {
+        Some(TurnEndReason::Completed) => "completed",
+        Some(TurnEndReason::Error { .. }) => "error",
+        Some(TurnEndReason::Aborted { .. }) => "aborted",
+        Some(TurnEndReason::MaxTokens) => "max-tokens",
+        Some(TurnEndReason::Blocked) => "blocked",
+        Some(TurnEndReason::Interrupted) => "interrupted",
+        None => "unknown",
+    }
+}
+
+async fn print_events(mut receiver: mpsc::UnboundedReceiver<Tagged>, io: Io) {
+    while let Some(tagged) = receiver.recv().await {
+        let mut line = json!({"type": "session_event", "sessionId": tagged.session, "event": tagged.event.as_ref()});
+        if let Some(parent) = tagged.parent {
+            line["parentSessionId"] = json!(parent);
+        }
+        if (io.stdout)(&line.to_string()).is_err() {
+            return;
+        }
+    }
+}
+
+/// The context fill after the run (`contextTokens`: the newest prompt size plus the estimated
+/// change since, so a compaction shows at once; `contextWindow`), from the token meter.
+fn add_context_fill(usage: &mut serde_json::Value, sessions: &SessionHost, agent: &AgentHandle) {
+    let Some(meter) = sessions.service::<dsh_token_meter::TokenMeter>() else {
+        return;
+    };
+    let pressure = meter.pressure(agent.log());
+    if let Some(tokens) = pressure.projected_tokens {
+        usage["contextTokens"] = json!(tokens);
+    }
+    if let Some(window) = pressure.context_window {
+        usage["contextWindow"] = json!(window);
+    }
+}
+
+/// The field-wise sum of each step's usage, as the upstream driver reports it (saturating).
+fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
+    let mut total: Option<TokenUsage> = None;
+    for event in agent.log().events_since(first_seq) {
+        let Some(Ok(message)) = event.decode::<AssistantMessage>() else {
+            continue;
+        };
+        let Some(usage) = message.usage else { continue };
+        total
+            .get_or_insert_with(TokenUsage::default)
+            .accumulate(&usage);
+    }
+    total
+}
