@@ -25,6 +25,9 @@ use tokio::io::BufReader;
 /// not.
 pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
+/// The writer stops adding queued frames to one write past this many bytes.
+const BATCH_BYTES: usize = 256 * 1024;
+
 /// One incoming line, or why it was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Incoming {
@@ -110,6 +113,43 @@ pub(crate) fn refusal(incoming: &Incoming) -> Option<String> {
     )
 }
 
+/// The writer: one frame per line, in order. Every frame already queued when it wakes goes
+/// out in one write and one flush (a `session/load` replay queues thousands at once), up to
+/// [`BATCH_BYTES`]; a lone frame is still written and flushed at once. Ends when the queue
+/// closes and is drained, or at the first write error.
+fn spawn_writer<W>(
+    mut queued: mpsc::UnboundedReceiver<String>,
+    mut outgoing: W,
+) -> tokio::task::JoinHandle<()>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut batch: Vec<u8> = Vec::new();
+        while let Some(frame) = queued.next().await {
+            batch.clear();
+            batch.extend_from_slice(frame.as_bytes());
+            batch.push(b'\n');
+            while batch.len() < BATCH_BYTES {
+                match queued.try_recv() {
+                    Ok(frame) => {
+                        batch.extend_from_slice(frame.as_bytes());
+                        batch.push(b'\n');
+                    }
+                    // Nothing queued right now, or closed: write what we have.
+                    Err(_) => break,
+                }
+            }
+            if outgoing.write_all(&batch).await.is_err() || outgoing.flush().await.is_err() {
+                break;
+            }
+            if batch.capacity() > BATCH_BYTES * 2 {
+                batch = Vec::new();
+            }
+        }
+    })
+}
+
 /// The protocol crate's `Lines` transport over `incoming`/`outgoing` byte streams with the
 /// rules above, and the writer task: it ends once every frame queued before the transport was
 /// dropped is written and flushed, so awaiting it before exit loses no answer.
@@ -127,19 +167,8 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (frames, mut queued) = mpsc::unbounded::<String>();
-    // The writer: one frame per line, flushed, in order.
-    let writer = tokio::spawn(async move {
-        let mut outgoing = outgoing;
-        while let Some(mut frame) = queued.next().await {
-            frame.push('\n');
-            if outgoing.write_all(frame.as_bytes()).await.is_err()
-                || outgoing.flush().await.is_err()
-            {
-                break;
-            }
-        }
-    });
+    let (frames, queued) = mpsc::unbounded::<String>();
+    let writer = spawn_writer(queued, outgoing);
     let refusals = frames.clone();
     let lines = futures::stream::unfold(
         (LineReader::new(incoming, MAX_LINE_BYTES), refusals),
@@ -177,6 +206,26 @@ mod tests {
             out.push(line);
         }
         out
+    }
+
+    #[tokio::test]
+    async fn queued_frames_go_out_in_order_each_on_its_own_line() {
+        let (ours, mut theirs) = tokio::io::duplex(1 << 20);
+        let (frames, queued) = mpsc::unbounded::<String>();
+        // Queued before the writer runs: they leave in batches, over BATCH_BYTES in total.
+        for i in 0..50_000 {
+            frames.unbounded_send(format!("{{\"n\":{i}}}")).unwrap();
+        }
+        drop(frames);
+        let writer = spawn_writer(queued, ours);
+        let mut out = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut theirs, &mut out)
+            .await
+            .unwrap();
+        writer.await.unwrap();
+        let expected: String = (0..50_000).map(|i| format!("{{\"n\":{i}}}\n")).collect();
+        assert!(expected.len() > BATCH_BYTES);
+        assert_eq!(out, expected);
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ fn event<T: EventData>(seq: u64, data: &T, surface_op: Option<SurfaceOp>) -> Eve
         kind: T::KIND.into(),
         seq,
         time: 1_796_015_251_123,
-        data: serde_json::to_value(data).unwrap(),
+        data: serde_json::to_value(data).unwrap().into(),
         ignorable: false,
         source_event_seqs: None,
         surface_op,

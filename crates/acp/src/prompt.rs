@@ -234,7 +234,9 @@ mod tests {
             kind: "turn/end".into(),
             seq,
             time: 0,
-            data: serde_json::to_value(TurnEnd { turn, reason }).unwrap(),
+            data: serde_json::to_value(TurnEnd { turn, reason })
+                .unwrap()
+                .into(),
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,

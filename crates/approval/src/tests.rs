@@ -133,7 +133,7 @@ fn audit(agent: &AgentHandle) -> Vec<(String, Value)> {
         .events()
         .iter()
         .filter(|e| e.kind.starts_with("approval/") && e.kind != "approval/policy")
-        .map(|e| (e.kind.clone(), e.data.clone()))
+        .map(|e| (e.kind.clone(), e.data.value().clone()))
         .collect()
 }
 

@@ -46,7 +46,7 @@ mod tests {
             kind: kind.into(),
             seq: 1,
             time: 0,
-            data,
+            data: data.into(),
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,

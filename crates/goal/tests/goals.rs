@@ -119,7 +119,7 @@ impl Rig {
             .events()
             .iter()
             .filter(|e| e.kind == "goal/change")
-            .map(|e| e.data.clone())
+            .map(|e| e.data.value().clone())
             .collect()
     }
 }
@@ -292,7 +292,7 @@ impl Rig {
             .events()
             .iter()
             .filter(|e| e.kind == "user/message" && e.data["source"]["kind"] == "goal")
-            .map(|e| e.data.clone())
+            .map(|e| e.data.value().clone())
             .collect()
     }
 }
@@ -341,7 +341,7 @@ async fn items_72_73_76_the_driver_runs_rounds_until_complete() {
         .log()
         .events()
         .iter()
-        .map(|e| (e.kind.clone(), e.data.clone()))
+        .map(|e| (e.kind.clone(), e.data.value().clone()))
         .collect();
     let result = events
         .iter()

@@ -75,7 +75,7 @@ mod tests {
             kind: kind.to_owned(),
             seq: 0,
             time: 0,
-            data,
+            data: data.into(),
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,

@@ -133,7 +133,7 @@ impl Rig {
             .events()
             .iter()
             .filter(|e| e.kind == kind)
-            .map(|e| e.data.clone())
+            .map(|e| e.data.value().clone())
             .collect()
     }
 
@@ -215,7 +215,7 @@ async fn items_83_84_90_a_running_turn_queues_and_narrates_at_the_next_pre_step(
         .log()
         .events()
         .iter()
-        .map(|e| (e.kind.clone(), e.data.clone()))
+        .map(|e| (e.kind.clone(), e.data.value().clone()))
         .collect();
     let mode = kinds.iter().position(|(k, _)| k == "plan/mode").unwrap();
     let first_end = kinds.iter().position(|(k, _)| k == "step/end").unwrap();

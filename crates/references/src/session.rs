@@ -137,12 +137,7 @@ impl SurfaceSnapshot {
             .into_iter()
             .filter_map(|seq| log.get(seq))
             .filter_map(|event| {
-                let raw = if event.kind == kind::USER_MESSAGE {
-                    event.data.clone()
-                } else {
-                    event.data.get("message")?.clone()
-                };
-                let message: Message = serde_json::from_value(raw).ok()?;
+                let message: Message = event.decode_message()?.ok()?;
                 Some(SurfaceItem {
                     kind: event.kind.clone(),
                     message,

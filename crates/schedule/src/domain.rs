@@ -430,7 +430,7 @@ impl State {
             if event.kind != "schedule/change" {
                 continue;
             }
-            let change: Change = serde_json::from_value(event.data.clone()).map_err(|_| CORRUPT)?;
+            let change: Change = event.data.decode().map_err(|_| CORRUPT)?;
             match change {
                 Change::Create { schedule, .. } => {
                     state.seen.push(schedule.id.clone());

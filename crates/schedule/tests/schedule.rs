@@ -184,7 +184,7 @@ async fn create_list_delete_with_error_values() {
         .events()
         .iter()
         .filter(|e| e.kind == "schedule/change")
-        .map(|e| e.data.clone())
+        .map(|e| e.data.value().clone())
         .collect();
     assert_eq!(changes[0]["operation"], "create");
     assert_eq!(changes[0]["version"], 1);

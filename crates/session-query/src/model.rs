@@ -334,7 +334,7 @@ mod tests {
             kind: kind.to_owned(),
             seq,
             time: 0,
-            data,
+            data: data.into(),
             ignorable: false,
             source_event_seqs: sources,
             surface_op: op,

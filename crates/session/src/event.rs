@@ -5,9 +5,11 @@ use serde::Deserializer;
 use serde::Serialize;
 use serde::Serializer;
 use serde::ser::SerializeMap;
-use serde_json::Value;
+
+use dsh_protocol::Message;
 
 use crate::data::EventData;
+use crate::payload::Payload;
 
 /// Event type names of the core vocabulary and of the plugin events a core port meets.
 pub mod kind {
@@ -184,8 +186,9 @@ pub struct Event {
     pub seq: u64,
     /// Epoch milliseconds at append (not necessarily monotonic).
     pub time: u64,
-    /// Type-specific lossless JSON, stored verbatim.
-    pub data: Value,
+    /// Type-specific lossless JSON, stored verbatim. Reads as a `Value` (`&*event.data`);
+    /// prefer [`Event::decode`], which reads a loaded event without building its tree.
+    pub data: Payload,
     /// A reader that does not know `kind` may skip the event.
     pub ignorable: bool,
     /// Only on surface types.
@@ -197,7 +200,26 @@ pub struct Event {
 impl Event {
     /// Decodes the data as `T` when this event is of `T`'s type; `None` for another type.
     pub fn decode<T: EventData>(&self) -> Option<Result<T, serde_json::Error>> {
-        (self.kind == T::KIND).then(|| T::deserialize(&self.data))
+        (self.kind == T::KIND).then(|| self.data.decode())
+    }
+
+    /// The message a surface event carries (`user/message`: the data itself; `assistant/message`
+    /// and `tool/result`: `data.message`), decoded without building the data's tree; `None` for
+    /// any other type. A missing `data.message` is an error that says so.
+    pub fn decode_message(&self) -> Option<Result<Message, serde_json::Error>> {
+        #[derive(Deserialize)]
+        struct Wrapped {
+            message: Message,
+        }
+        match self.kind.as_str() {
+            kind::USER_MESSAGE => Some(self.data.decode::<Message>()),
+            kind::ASSISTANT_MESSAGE | kind::TOOL_RESULT => Some(if !self.data.is_object() {
+                Err(serde::de::Error::missing_field("message"))
+            } else {
+                self.data.decode::<Wrapped>().map(|w| w.message)
+            }),
+            _ => None,
+        }
     }
 
     /// `true` when this is a `T` event.
@@ -213,12 +235,18 @@ impl Event {
 
     /// `data.turn` when it is a number (most loop events carry it).
     pub fn turn(&self) -> Option<u64> {
-        self.data.get("turn").and_then(Value::as_u64)
+        self.turn_and_step().0
     }
 
     /// `data.step` when it is a number.
     pub fn step(&self) -> Option<u64> {
-        self.data.get("step").and_then(Value::as_u64)
+        self.turn_and_step().1
+    }
+
+    /// `data.turn` and `data.step`, each when it is a non-negative integer (like
+    /// `Value::as_u64`), read without building the data's tree.
+    pub fn turn_and_step(&self) -> (Option<u64>, Option<u64>) {
+        crate::payload::turn_and_step(&self.data)
     }
 }
 
@@ -251,7 +279,7 @@ impl<'de> Deserialize<'de> for Event {
             kind: String,
             seq: u64,
             time: u64,
-            data: Value,
+            data: Payload,
             #[serde(default)]
             ignorable: bool,
             #[serde(default)]

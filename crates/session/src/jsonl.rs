@@ -1,8 +1,11 @@
 //! Reading the JSONL format (§5.2): header line, event lines, packed chunk rows, torn tails.
 //!
-//! One pass: each line is parsed once into its envelope (data kept as a `Value`), packed rows
-//! are expanded, seqs are checked for contiguity and data for losslessness. Surface rules are
-//! checked only when a log is rebuilt from the events (resume, fork), never by `load`.
+//! One pass: each line is parsed once into its envelope, packed rows are expanded, seqs are
+//! checked for contiguity and data for losslessness. An event's data is checked with the parser
+//! that would build its tree but kept as its text in the file buffer, which every event of the
+//! load shares (see [`Payload`]): a loaded log costs about its file size plus the envelopes.
+//! Surface rules are checked only when a log is rebuilt from the events (resume, fork), never
+//! by `load`.
 
 use std::path::Path;
 use std::path::PathBuf;
@@ -11,6 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Map;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::SessionError;
 use crate::event::Event;
@@ -18,6 +22,9 @@ use crate::event::SurfaceOp;
 use crate::event::is_known_kind;
 use crate::event::kind;
 use crate::header::SessionHeader;
+use crate::payload::Payload;
+use crate::payload::TextError;
+use crate::payload::check_text;
 use crate::repair::crash_repair;
 
 /// A stored session read without changing anything on disk.
@@ -39,6 +46,8 @@ pub(crate) struct ParsedLog {
     pub(crate) events: Vec<Arc<Event>>,
     /// Length of the committed prefix in bytes.
     pub(crate) valid_len: u64,
+    /// Length of the whole file in bytes.
+    pub(crate) file_len: u64,
 }
 
 /// Reads and validates one `session.jsonl` file (read-only).
@@ -46,18 +55,19 @@ pub fn read_log_file(path: &Path) -> Result<LoadedSession, SessionError> {
     // A log open in this process may still have queued events for this file.
     crate::writer::settle(path);
     let bytes = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
-    let parsed = parse_log(path, &bytes)?;
+    let parsed = parse_log(path, bytes)?;
     let repair = crash_repair(&parsed.events);
     Ok(LoadedSession {
         header: parsed.header,
         path: path.to_owned(),
         events: parsed.events,
-        dropped_bytes: bytes.len() as u64 - parsed.valid_len,
+        dropped_bytes: parsed.file_len - parsed.valid_len,
         repair,
     })
 }
 
-pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<ParsedLog, SessionError> {
+/// Parses a whole file's bytes (taken, so the loaded events can keep them without a copy).
+pub(crate) fn parse_log(path: &Path, mut bytes: Vec<u8>) -> Result<ParsedLog, SessionError> {
     let corrupt = |line: usize, reason: &str| SessionError::Corrupt {
         path: path.to_owned(),
         line,
@@ -69,33 +79,43 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<ParsedLog, SessionE
     if committed_len == 0 {
         return Err(corrupt(1, "no complete header line"));
     }
-    let committed = &bytes[..committed_len];
+    let file_len = bytes.len() as u64;
     // The UTF-8 check runs once over the whole file; a bad byte marks its line as unreadable.
-    let (text, bad_utf8_at) = match std::str::from_utf8(committed) {
-        Ok(text) => (text, None),
+    // The events' data points into `text`, which holds the readable committed lines only and
+    // is the file's own buffer unless a bad byte forces a copy (then `damaged` keeps the bytes).
+    let (text, damaged, bad_utf8_at) = match std::str::from_utf8(&bytes[..committed_len]) {
+        Ok(_) => {
+            bytes.truncate(committed_len);
+            let text = String::from_utf8(bytes).map_err(|_| corrupt(1, "invalid UTF-8"))?;
+            (text, None, None)
+        }
         Err(e) => {
-            let valid = &committed[..e.valid_up_to()];
+            let valid = &bytes[..e.valid_up_to()];
             let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-            (
-                std::str::from_utf8(&committed[..line_start]).unwrap_or_default(),
-                Some(line_start),
-            )
+            let text = std::str::from_utf8(&bytes[..line_start])
+                .unwrap_or_default()
+                .to_owned();
+            (text, Some(bytes), Some(line_start))
         }
     };
+    let text = Arc::new(text);
+    let committed = damaged
+        .as_deref()
+        .map_or(text.as_bytes(), |bytes| &bytes[..committed_len]);
     let Some((header_line, body)) = text.split_once('\n') else {
         return Err(corrupt(1, "header line is not valid UTF-8"));
     };
     let header = SessionHeader::parse_line(path, header_line.as_bytes())?;
 
     let parallel = if bad_utf8_at.is_none() {
-        parse_parallel(body)
+        parse_parallel(&text, body)
     } else {
         None
     };
     let mut valid_len = committed_len;
     let (events, mut bad) = match parallel {
         Some(events) => (events, None),
-        None => parse_sequential(path, header_line.len() + 1, body)?,
+        None => parse_sequential(path, &text, header_line.len() + 1, body)?,
     };
     if bad.is_none()
         && let Some(at) = bad_utf8_at
@@ -106,7 +126,7 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<ParsedLog, SessionE
         // Damage at or before the last committed turn/end is corruption; after it, the
         // records were never acknowledged as durable and are dropped like a torn tail.
         if contains(&committed[at..], br#"{"type":"turn/end""#) {
-            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            let line = committed[..at].iter().filter(|&&b| b == b'\n').count() + 1;
             return Err(corrupt(line, &reason));
         }
         tracing::warn!(path = %path.display(), %reason, "dropping unreadable records after the last turn/end");
@@ -116,6 +136,7 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<ParsedLog, SessionE
         header,
         events,
         valid_len: valid_len as u64,
+        file_len,
     })
 }
 
@@ -123,7 +144,12 @@ pub(crate) fn parse_log(path: &Path, bytes: &[u8]) -> Result<ParsedLog, SessionE
 type Parsed = (Vec<Arc<Event>>, Option<(usize, String)>);
 
 /// Parses the body line by line; stops at the first unreadable or out-of-sequence record.
-fn parse_sequential(path: &Path, body_start: usize, body: &str) -> Result<Parsed, SessionError> {
+fn parse_sequential(
+    path: &Path,
+    buf: &Arc<String>,
+    body_start: usize,
+    body: &str,
+) -> Result<Parsed, SessionError> {
     let mut events: Vec<Arc<Event>> = Vec::with_capacity(body.len() / 160);
     let mut offset = body_start;
     for (index, line) in body.split_terminator('\n').enumerate() {
@@ -133,7 +159,7 @@ fn parse_sequential(path: &Path, body_start: usize, body: &str) -> Result<Parsed
         if line.is_empty() {
             continue;
         }
-        match parse_row(line, &mut events, &mut Some(0)) {
+        match parse_row(buf, line, &mut events, &mut Some(0)) {
             Ok(()) => {}
             Err(RowError::Bad(reason)) => {
                 return Ok((
@@ -165,7 +191,7 @@ const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 /// The fast path for large, healthy logs: parses line-aligned slices of the body on separate
 /// threads. Any anomaly returns `None`, and the sequential pass then reports it precisely.
-fn parse_parallel(body: &str) -> Option<Vec<Arc<Event>>> {
+fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(4);
@@ -189,7 +215,7 @@ fn parse_parallel(body: &str) -> Option<Vec<Arc<Event>>> {
                     let mut events = Vec::with_capacity(slice.len() / 160);
                     let mut base = None;
                     for line in slice.split_terminator('\n').filter(|l| !l.is_empty()) {
-                        parse_row(line, &mut events, &mut base).ok()?;
+                        parse_row(buf, line, &mut events, &mut base).ok()?;
                     }
                     Some((base.unwrap_or(0), events))
                 })
@@ -229,7 +255,7 @@ enum RowError {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RawRow {
+struct RawRow<'a> {
     #[serde(rename = "type")]
     kind: String,
     #[serde(default)]
@@ -240,8 +266,8 @@ struct RawRow {
     seq0: Option<u64>,
     #[serde(default)]
     time0: Option<u64>,
-    #[serde(default)]
-    data: Option<Value>,
+    #[serde(default, borrow)]
+    data: Option<&'a RawValue>,
     #[serde(default)]
     ignorable: bool,
     #[serde(default)]
@@ -250,15 +276,16 @@ struct RawRow {
     surface_op: Option<SurfaceOp>,
 }
 
-/// Parses one stored row onto `events`. `base` is the seq of `events[0]`; `None` lets the first
-/// row define it (a slice parsed on its own thread).
+/// Parses one stored row (a line of `buf`) onto `events`. `base` is the seq of `events[0]`;
+/// `None` lets the first row define it (a slice parsed on its own thread).
 fn parse_row(
+    buf: &Arc<String>,
     line: &str,
     events: &mut Vec<Arc<Event>>,
     base: &mut Option<u64>,
 ) -> Result<(), RowError> {
     let row: RawRow = serde_json::from_str(line).map_err(|e| RowError::Bad(e.to_string()))?;
-    let Some(data) = row.data else {
+    let Some(raw) = row.data else {
         return Err(RowError::Bad("record has no data".into()));
     };
     if let (Some(seq0), Some(time0)) = (row.seq0, row.time0)
@@ -268,6 +295,8 @@ fn parse_row(
         )
     {
         let expected = *base.get_or_insert(seq0) + events.len() as u64;
+        let data: Value =
+            serde_json::from_str(raw.get()).map_err(|e| RowError::Bad(e.to_string()))?;
         return expand_packed(&row.kind, seq0, expected, time0, data, events);
     }
     let (Some(seq), Some(time)) = (row.seq, row.time) else {
@@ -282,9 +311,21 @@ fn parse_row(
     if !row.ignorable && !is_known_kind(&row.kind) {
         return Err(RowError::Unknown(row.kind));
     }
-    if may_be_lossy(line) && !dsh_schema::is_lossless(&data) {
-        return Err(RowError::Lossy);
+    let text = raw.get();
+    match check_text(text) {
+        Ok(()) => {}
+        Err(TextError::Invalid(reason)) => return Err(RowError::Bad(reason)),
+        Err(TextError::Lossy) => return Err(RowError::Lossy),
     }
+    // `text` borrows from `line`, a slice of `buf`: its offset there is the pointer distance.
+    let start = (text.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize);
+    let data = match Payload::stored(buf, start, text.len()) {
+        Some(data) => data,
+        // A span past the compact form's 4 GiB reach keeps its tree instead.
+        None => Payload::from(
+            serde_json::from_str::<Value>(text).map_err(|e| RowError::Bad(e.to_string()))?,
+        ),
+    };
     events.push(Arc::new(Event {
         kind: row.kind,
         seq,
@@ -295,13 +336,6 @@ fn parse_row(
         surface_op: row.surface_op,
     }));
     Ok(())
-}
-
-/// Parsed JSON text can only be lossy through a negative zero (`-0`, `-0.0`, `-0e3`) or a
-/// negative number that underflows to it (`-1e-400`); a line with neither `-0` nor a negative
-/// exponent needs no walk. (Infinite and NaN values cannot be written in JSON.)
-fn may_be_lossy(line: &str) -> bool {
-    line.contains("-0") || line.contains("e-") || line.contains("E-")
 }
 
 /// Expands a packed chunk row into its `assistant/chunk` members (§5.2):
@@ -376,7 +410,7 @@ fn expand_packed(
             kind: kind::ASSISTANT_CHUNK.to_owned(),
             seq: seq0 + k as u64,
             time: u64::try_from(time).map_err(|_| bad("member time is negative"))?,
-            data: Value::Object(data),
+            data: Value::Object(data).into(),
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,

@@ -363,7 +363,7 @@ impl SessionLog {
                 seq: state.events.len() as u64,
                 time: time.unwrap_or_else(|| (state.clock)()),
                 kind,
-                data,
+                data: data.into(),
                 ignorable,
                 source_event_seqs,
                 surface_op,

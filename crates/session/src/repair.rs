@@ -48,7 +48,7 @@ pub fn crash_repair(events: &[Arc<Event>]) -> Vec<Event> {
             kind: kind.to_owned(),
             seq: base + out.len() as u64,
             time,
-            data,
+            data: data.into(),
             ignorable: false,
             source_event_seqs: sources,
             surface_op: surface,

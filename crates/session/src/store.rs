@@ -160,7 +160,7 @@ impl JsonlStore {
             .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })?;
         let live = self.claim(id)?;
         let bytes = std::fs::read(&path).map_err(|e| SessionError::io(&path, e))?;
-        let parsed = parse_log(&path, &bytes)?;
+        let parsed = parse_log(&path, bytes)?;
         if parsed.header.id != id {
             return Err(SessionError::Corrupt {
                 path,
@@ -171,8 +171,8 @@ impl JsonlStore {
                 ),
             });
         }
-        if parsed.valid_len < bytes.len() as u64 {
-            tracing::warn!(path = %path.display(), dropped = bytes.len() as u64 - parsed.valid_len, "truncating a torn session log tail");
+        if parsed.valid_len < parsed.file_len {
+            tracing::warn!(path = %path.display(), dropped = parsed.file_len - parsed.valid_len, "truncating a torn session log tail");
             let file = OpenOptions::new()
                 .write(true)
                 .open(&path)

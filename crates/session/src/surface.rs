@@ -249,17 +249,30 @@ fn check_sources(k: &str, seq: u64, seqs: &[u64]) -> Result<(), SessionError> {
 
 /// The message a surface event projects to (§1.6 `deriveEventMessage`), checking its shape.
 fn project(event: &Event) -> Result<Option<Arc<Message>>, SessionError> {
+    /// `data.message`, decoded from the stored text without building the data's tree.
+    #[derive(Deserialize)]
+    struct WrappedMessage {
+        message: Message,
+    }
     let k = event.kind.as_str();
-    let raw = if k == kind::USER_MESSAGE {
-        Some(&event.data)
+    let not_a_message =
+        |e: serde_json::Error| SessionError::invalid(k, format!("not a message: {e}"));
+    let message = if k == kind::USER_MESSAGE {
+        event.data.decode::<Message>().map_err(not_a_message)?
     } else {
-        event.data.get("message")
+        let decoded = match event.data.is_object() {
+            true => event.data.decode::<WrappedMessage>(),
+            false => Err(serde::de::Error::custom("data is not an object")),
+        };
+        match decoded {
+            Ok(wrapped) => wrapped.message,
+            // Only a malformed event gets here: tell a missing message from a bad one.
+            Err(e) => match event.data.get("message") {
+                Some(_) => return Err(not_a_message(e)),
+                None => return Err(SessionError::invalid(k, "data.message is missing")),
+            },
+        }
     };
-    let Some(raw) = raw else {
-        return Err(SessionError::invalid(k, "data.message is missing"));
-    };
-    let message = Message::deserialize(raw)
-        .map_err(|e| SessionError::invalid(k, format!("not a message: {e}")))?;
     let expected = if k == kind::ASSISTANT_MESSAGE {
         Role::Assistant
     } else {

@@ -564,7 +564,7 @@ mod tests {
             seq,
             time: seq,
             kind: "x/y".into(),
-            data: json!({ "n": seq }),
+            data: json!({ "n": seq }).into(),
             ignorable: true,
             source_event_seqs: None,
             surface_op: None,

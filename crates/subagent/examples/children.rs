@@ -257,7 +257,7 @@ async fn fan_out() {
             .events()
             .iter()
             .filter(|e| e.kind == "turn/end")
-            .map(|e| e.data.clone())
+            .map(|e| e.data.value().clone())
             .collect();
         panic!(
             "{} model entries unconsumed; unanswered {:?}; parent turn ends {ends:?}",

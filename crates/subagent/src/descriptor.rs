@@ -349,7 +349,7 @@ mod tests {
             kind: DESCRIPTOR_KIND.into(),
             seq,
             time: 0,
-            data,
+            data: data.into(),
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,

@@ -204,7 +204,7 @@ mod tests {
             kind: T::KIND.into(),
             seq,
             time: 0,
-            data: serde_json::to_value(data).unwrap(),
+            data: serde_json::to_value(data).unwrap().into(),
             ignorable: false,
             source_event_seqs: None,
             surface_op: None,

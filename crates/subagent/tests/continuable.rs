@@ -271,7 +271,7 @@ async fn simultaneous_notices_join_one_step_of_a_running_parent() {
             .iter()
             .rev()
             .find(|e| e.kind == "step/start")
-            .map(|e| e.data.clone())
+            .map(|e| e.data.value().clone())
     };
     assert_eq!(step_of(notice_seqs[0]), step_of(notice_seqs[1]));
 }

@@ -75,7 +75,7 @@ async fn a_foreground_child_has_its_own_session_and_returns_its_answer() {
         .events
         .iter()
         .filter(|e| e.kind == DESCRIPTOR_KIND)
-        .map(|e| &e.data)
+        .map(|e| e.data.value())
         .collect();
     assert_eq!(
         descriptors,

@@ -15,8 +15,6 @@ use dsh_session::data::AssistantMessage;
 use dsh_session::data::EpochHeader;
 use dsh_session::data::RequestHeader;
 use dsh_session::kind;
-use serde::Deserialize;
-use serde_json::Value;
 
 use crate::estimate::estimate_header;
 use crate::estimate::estimate_message;
@@ -185,7 +183,9 @@ impl MeterFold {
         }
         match event.kind.as_str() {
             kind::REQUEST_HEADER => {
-                let header = RequestHeader::deserialize(&event.data)
+                let header = event
+                    .data
+                    .decode::<RequestHeader>()
                     .map_err(|e| malformed(event, e.to_string()))?;
                 self.header = Some(header.header);
             }
@@ -202,7 +202,7 @@ impl MeterFold {
                 self.step_chunks.clear();
             }
             kind::ASSISTANT_CHUNK => {
-                if let Ok(chunk) = AssistantChunk::deserialize(&event.data) {
+                if let Ok(chunk) = event.data.decode::<AssistantChunk>() {
                     self.step_chunks.insert(event.seq, chunk.chunk);
                 }
             }
@@ -250,7 +250,9 @@ impl MeterFold {
     }
 
     fn anchor_at(&mut self, event: &Event, durable: Option<&Message>) -> Result<(), MeterError> {
-        let data = AssistantMessage::deserialize(&event.data)
+        let data = event
+            .data
+            .decode::<AssistantMessage>()
             .map_err(|e| malformed(event, e.to_string()))?;
         let Some((turn, step, at_start)) = self
             .step_start
@@ -386,15 +388,15 @@ fn malformed(event: &Event, reason: String) -> MeterError {
 /// `deriveEventMessage`: the message a surface event contributes (`None` for an assistant
 /// message with no content, and for non-surface events).
 pub fn event_message(event: &Event) -> Result<Option<Message>, String> {
-    let raw: &Value = match event.kind.as_str() {
-        kind::USER_MESSAGE => &event.data,
-        kind::ASSISTANT_MESSAGE | kind::TOOL_RESULT => match event.data.get("message") {
-            Some(message) => message,
-            None => return Err("data.message is missing".to_owned()),
-        },
-        _ => return Ok(None),
+    // Decoded from the stored text: a resumed log's tool results never become `Value` trees.
+    let message = match event.decode_message() {
+        None => return Ok(None),
+        Some(Ok(message)) => message,
+        Some(Err(_)) if event.kind != kind::USER_MESSAGE && event.data.get("message").is_none() => {
+            return Err("data.message is missing".to_owned());
+        }
+        Some(Err(e)) => return Err(e.to_string()),
     };
-    let message = Message::deserialize(raw).map_err(|e| e.to_string())?;
     if event.kind == kind::ASSISTANT_MESSAGE && message.content.is_empty() {
         return Ok(None);
     }

@@ -8,7 +8,6 @@ use dsh_session::SurfaceOp;
 use dsh_session::data::AssistantMessage;
 use dsh_session::data::RequestContext;
 use dsh_session::kind;
-use serde::Deserialize;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -73,7 +72,7 @@ impl PressureFold {
         let shadow_price = self.shadow_price.take();
         match event.kind.as_str() {
             kind::REQUEST_CONTEXT => {
-                if let Ok(context) = RequestContext::deserialize(&event.data) {
+                if let Ok(context) = event.data.decode::<RequestContext>() {
                     self.value.context_window = context.context_window;
                 }
                 return;
@@ -85,7 +84,7 @@ impl PressureFold {
             kind::ASSISTANT_MESSAGE => {
                 if let Ok(AssistantMessage {
                     usage: Some(usage), ..
-                }) = AssistantMessage::deserialize(&event.data)
+                }) = event.data.decode::<AssistantMessage>()
                 {
                     let prompt = usage.input_tokens
                         + usage.cache_read_tokens.unwrap_or(0)

@@ -10,7 +10,7 @@ fn event(seq: u64, kind: &str, data: Value) -> Arc<Event> {
         kind: kind.to_owned(),
         seq,
         time: 1000 + seq * 100,
-        data,
+        data: data.into(),
         ignorable: false,
         source_event_seqs: None,
         surface_op: None,

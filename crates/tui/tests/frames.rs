@@ -359,7 +359,7 @@ async fn esc_cancels_the_running_turn_and_the_log_records_it() {
         .events()
         .iter()
         .filter(|e| e.kind == "turn/end")
-        .map(|e| e.data.clone())
+        .map(|e| e.data.value().clone())
         .collect();
     assert_eq!(
         ends,

@@ -149,7 +149,7 @@ async fn item_32_request_context_only_when_the_route_changes() {
     let contexts: Vec<_> = rig
         .of("request/context")
         .iter()
-        .map(|e| e.data.clone())
+        .map(|e| e.data.value().clone())
         .collect();
     assert_eq!(
         contexts,

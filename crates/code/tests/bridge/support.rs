@@ -77,7 +77,7 @@ impl EventLog {
             .log()
             .events()
             .iter()
-            .map(|e| (e.kind.clone(), e.data.clone()))
+            .map(|e| (e.kind.clone(), e.data.value().clone()))
             .collect()
     }
     pub fn ids(&self) -> Vec<(String, String)> {

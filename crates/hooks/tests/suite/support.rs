@@ -177,7 +177,7 @@ impl Rig {
         self.events()
             .iter()
             .filter(|e| e.kind == kind)
-            .map(|e| e.data.clone())
+            .map(|e| e.data.value().clone())
             .collect()
     }
 

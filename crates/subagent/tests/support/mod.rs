@@ -342,7 +342,7 @@ pub fn user_messages(events: &[Arc<Event>], kind: &str) -> Vec<Value> {
         .iter()
         .filter(|e| e.kind == "user/message")
         .filter(|e| e.data.pointer("/source/kind").and_then(Value::as_str) == Some(kind))
-        .map(|e| e.data.clone())
+        .map(|e| e.data.value().clone())
         .collect()
 }
 

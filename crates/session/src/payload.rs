@@ -1,0 +1,567 @@
+//! [`Payload`]: an event's `data`, kept as the JSON text it was stored as until someone reads it
+//! as a tree.
+//!
+//! A loaded log is mostly streamed chunks that nobody reads again. A `serde_json::Value` tree
+//! costs about ten times the bytes of its text (an `IndexMap` and an allocation per key and per
+//! string), so a loaded event keeps only a span of the file buffer it was read from, shared by
+//! every event of that load. Typed reads (`Event::decode`, `turn()`, `step()`) deserialize
+//! straight from that text and keep nothing; the tree is built on the first `Deref` and cached.
+//! Events appended at run time arrive as trees and keep them.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde::Deserializer;
+use serde::Serialize;
+use serde::Serializer;
+use serde::de::DeserializeOwned;
+use serde::de::DeserializeSeed;
+use serde::de::MapAccess;
+use serde::de::SeqAccess;
+use serde::de::Visitor;
+use serde_json::Value;
+
+/// The text of one payload inside a shared load buffer.
+#[derive(Clone)]
+struct Span {
+    buf: Arc<String>,
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    fn text(&self) -> &str {
+        let start = self.start as usize;
+        self.buf
+            .get(start..start + self.len as usize)
+            .unwrap_or_default()
+    }
+}
+
+/// An event's `data`: lossless JSON, read as a [`Value`] through `Deref` (built once, on first
+/// use) or decoded into a typed payload with [`Payload::decode`] (straight from the stored text
+/// when the tree was never built).
+#[derive(Default)]
+pub struct Payload {
+    text: Option<Span>,
+    tree: OnceLock<Box<Value>>,
+}
+
+impl Payload {
+    /// A payload that is the JSON text `buf[start..start + len]`, already checked to be lossless
+    /// JSON that parses as a `Value`. `None` when the span does not fit the compact form.
+    pub(crate) fn stored(buf: &Arc<String>, start: usize, len: usize) -> Option<Self> {
+        let span = Span {
+            buf: buf.clone(),
+            start: u32::try_from(start).ok()?,
+            len: u32::try_from(len).ok()?,
+        };
+        buf.get(start..start + len)?;
+        Some(Self {
+            text: Some(span),
+            tree: OnceLock::new(),
+        })
+    }
+
+    /// The tree, when it has been built (or the payload was made from one).
+    fn built(&self) -> Option<&Value> {
+        self.tree.get().map(|tree| &**tree)
+    }
+
+    /// The stored JSON text, while no tree has been built from it.
+    fn unparsed(&self) -> Option<&str> {
+        match self.built() {
+            Some(_) => None,
+            None => self.text.as_ref().map(Span::text),
+        }
+    }
+
+    /// The payload as a `Value` (the same as `*payload`).
+    pub fn value(&self) -> &Value {
+        self.tree.get_or_init(|| {
+            let text = self.text.as_ref().map_or("null", Span::text);
+            Box::new(serde_json::from_str(text).unwrap_or_else(|error| {
+                // Unreachable: the text was checked with the same parser when it was loaded.
+                tracing::error!(%error, "stored event data no longer parses; reading it as null");
+                Value::Null
+            }))
+        })
+    }
+
+    /// Decodes the payload as `T`, from the stored text when no tree was built (nothing is
+    /// cached), else from the tree. A failure is reported as the tree reports it (no text
+    /// position), so errors read the same whichever way the event was made.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match self.unparsed() {
+            Some(text) => serde_json::from_str(text).or_else(|_| {
+                // A tree for the error only, dropped again: a failed read caches nothing.
+                let tree: Value = serde_json::from_str(text)?;
+                T::deserialize(&tree)
+            }),
+            None => T::deserialize(self.value()),
+        }
+    }
+
+    /// `true` when the payload is a JSON object (read without building the tree).
+    pub fn is_object(&self) -> bool {
+        match self.unparsed() {
+            Some(text) => text.trim_start().starts_with('{'),
+            None => self.value().is_object(),
+        }
+    }
+
+    /// Consumes the payload into its `Value`.
+    pub fn into_value(self) -> Value {
+        let _ = self.value();
+        match self.tree.into_inner() {
+            Some(tree) => *tree,
+            None => Value::Null,
+        }
+    }
+}
+
+impl Deref for Payload {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        self.value()
+    }
+}
+
+impl From<Value> for Payload {
+    fn from(value: Value) -> Self {
+        Self {
+            text: None,
+            tree: OnceLock::from(Box::new(value)),
+        }
+    }
+}
+
+impl Clone for Payload {
+    fn clone(&self) -> Self {
+        let tree = OnceLock::new();
+        if let Some(built) = self.tree.get() {
+            let _ = tree.set(built.clone());
+        }
+        Self {
+            text: self.text.clone(),
+            tree,
+        }
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        if let (Some(a), Some(b)) = (&self.text, &other.text)
+            && let (a, b) = (a.text(), b.text())
+            && a == b
+        {
+            return true;
+        }
+        self.value() == other.value()
+    }
+}
+
+impl PartialEq<Value> for Payload {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == other
+    }
+}
+
+impl fmt::Debug for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.unparsed() {
+            Some(text) => write!(f, "Payload({text})"),
+            None => fmt::Debug::fmt(self.value(), f),
+        }
+    }
+}
+
+/// Compact JSON, like `Value`'s `Display` (the stored text when there is one).
+impl fmt::Display for Payload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.text {
+            Some(span) if !f.alternate() => f.write_str(span.text()),
+            _ => fmt::Display::fmt(self.value(), f),
+        }
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Some(text) = self.text.as_ref().map(Span::text) {
+            // Written back verbatim (the tree, if built, is only a reading of this text).
+            let raw: &serde_json::value::RawValue =
+                serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
+            return raw.serialize(serializer);
+        }
+        self.value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(Self::from)
+    }
+}
+
+/// `data.turn` and `data.step` of a payload, each when it is a non-negative integer, as
+/// `data.get(k).and_then(Value::as_u64)` reads them. Stored text is read only up to where both
+/// keys were seen (loop events write them first), so the call costs little on a large event.
+pub(crate) fn turn_and_step(payload: &Payload) -> (Option<u64>, Option<u64>) {
+    let Some(text) = payload.unparsed() else {
+        let value = payload.value();
+        let get = |k: &str| value.get(k).and_then(Value::as_u64);
+        return (get("turn"), get("step"));
+    };
+    let mut found = TurnStep::default();
+    let mut de = serde_json::Deserializer::from_str(text);
+    // Stopping early makes the parser report an error; what was found before it stands.
+    let _ = de.deserialize_any(TurnStepVisitor { found: &mut found });
+    (found.turn.flatten(), found.step.flatten())
+}
+
+/// Per key: `None` while unseen, `Some(value.as_u64())` once seen.
+#[derive(Default)]
+struct TurnStep {
+    turn: Option<Option<u64>>,
+    step: Option<Option<u64>>,
+}
+
+struct TurnStepVisitor<'a> {
+    found: &'a mut TurnStep,
+}
+
+impl<'de> Visitor<'de> for TurnStepVisitor<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    // Anything but an object has no `turn` or `step`.
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let slot = match key.as_ref() {
+                "turn" => &mut self.found.turn,
+                "step" => &mut self.found.step,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value::<AsU64>()?.0);
+            if self.found.turn.is_some() && self.found.step.is_some() {
+                return Err(serde::de::Error::custom("both found"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Any value; `Some` when it is a JSON number that is a `u64` (like `Value::as_u64`).
+struct AsU64(Option<u64>);
+
+impl<'de> Deserialize<'de> for AsU64 {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AsU64;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<AsU64, E> {
+                Ok(AsU64(Some(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<AsU64, E> {
+                Ok(AsU64(u64::try_from(v).ok()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<AsU64, E> {
+                Ok(AsU64(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<AsU64, E> {
+                Ok(AsU64(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<AsU64, E> {
+                Ok(AsU64(None))
+            }
+            fn visit_unit<E>(self) -> Result<AsU64, E> {
+                Ok(AsU64(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AsU64, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(AsU64(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AsU64, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(AsU64(None))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// What [`check_text`] found wrong with a payload's text.
+#[derive(Debug)]
+pub(crate) enum TextError {
+    /// Not JSON that parses as a `Value`.
+    Invalid(String),
+    /// Parses, but a number is negative zero or not finite (not lossless JSON).
+    Lossy,
+}
+
+/// Checks that `text` parses as a `Value` with the very parser [`Payload::value`] uses, and
+/// that it is lossless, without building the tree.
+pub(crate) fn check_text(text: &str) -> Result<(), TextError> {
+    let mut lossy = false;
+    let mut de = serde_json::Deserializer::from_str(text);
+    Check { lossy: &mut lossy }
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|e| TextError::Invalid(e.to_string()))?;
+    if lossy {
+        return Err(TextError::Lossy);
+    }
+    Ok(())
+}
+
+/// Walks one JSON value the way `Value`'s own visitor does (the same number and string
+/// parsing), remembering a lossy number.
+struct Check<'a> {
+    lossy: &'a mut bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Check<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Check<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        if !v.is_finite() || (v == 0.0 && v.is_sign_negative()) {
+            *self.lossy = true;
+        }
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        Check { lossy: self.lossy }.deserialize(deserializer)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq
+            .next_element_seed(Check {
+                lossy: &mut *self.lossy,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key_seed(Key)?.is_some() {
+            map.next_value_seed(Check {
+                lossy: &mut *self.lossy,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// A map key, read as a string like `Value` reads it.
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for Key {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(text: &str) -> Payload {
+        let buf = Arc::new(format!("xx{text}yy"));
+        Payload::stored(&buf, 2, text.len()).unwrap()
+    }
+
+    #[test]
+    fn a_stored_payload_reads_decodes_and_writes_like_its_tree() {
+        let text = r#"{"turn":3,"b":[1,2.5,"x\u00e9"],"a":{"z":null,"y":true}}"#;
+        let payload = stored(text);
+        #[derive(Deserialize)]
+        struct Turn {
+            turn: u64,
+        }
+        assert_eq!(payload.decode::<Turn>().unwrap().turn, 3);
+        assert!(payload.built().is_none(), "a typed read builds no tree");
+        assert_eq!(serde_json::to_string(&payload).unwrap(), text);
+        let tree: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(*payload, tree);
+        assert!(payload.built().is_some());
+        assert_eq!(serde_json::to_string(&payload).unwrap(), text);
+        assert_eq!(payload, Payload::from(tree.clone()));
+        assert_eq!(payload.clone().into_value(), tree);
+    }
+
+    #[test]
+    fn turn_and_step_read_like_as_u64_and_stop_early() {
+        let cases = [
+            (r#"{"turn":2,"step":5,"big":[1,2,3]}"#, (Some(2), Some(5))),
+            (r#"{"x":{"turn":9},"step":1}"#, (None, Some(1))),
+            (r#"{"turn":-1,"step":1.0}"#, (None, None)),
+            (r#"{"turn":"2","step":null}"#, (None, None)),
+            (r#"[2,5]"#, (None, None)),
+            (r#"{"turn":3}"#, (Some(3), None)),
+        ];
+        for (text, expected) in cases {
+            let stored = stored(text);
+            assert_eq!(turn_and_step(&stored), expected, "{text}");
+            assert!(stored.built().is_none());
+            let tree = Payload::from(serde_json::from_str::<Value>(text).unwrap());
+            assert_eq!(turn_and_step(&tree), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn loading_and_resuming_build_no_trees() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::JsonlStore::new(dir.path());
+        let log = store.create(crate::CreateOptions::default()).unwrap();
+        let id = log.id().to_owned();
+        log.append_data(&crate::data::TurnStart { turn: 1 }, None)
+            .unwrap();
+        log.append_data(&crate::data::StepStart { turn: 1, step: 1 }, None)
+            .unwrap();
+        let message: dsh_protocol::Message = serde_json::from_value(serde_json::json!({
+            "role": "user", "content": [{"type": "text", "text": "hi"}], "source": {"kind": "user"}, "id": "u1"
+        }))
+        .unwrap();
+        log.append_data(
+            &crate::data::UserMessage(message),
+            Some(crate::SurfaceIntent::append()),
+        )
+        .unwrap();
+        drop(log);
+        let loaded = store.load(&id).unwrap();
+        assert_eq!(loaded.events.len(), 3);
+        assert!(loaded.events.iter().all(|e| e.data.built().is_none()));
+        let resumed = store.resume(&id).unwrap();
+        assert_eq!(resumed.derive_messages().len(), 1);
+        let events = resumed.events();
+        // Crash repair closed the open step and turn; the stored events were only read.
+        assert!(events[..3].iter().all(|e| e.data.built().is_none()));
+        assert_eq!(events[1].turn_and_step(), (Some(1), Some(1)));
+        assert_eq!(events[2].data["content"][0]["text"], "hi");
+        assert!(events[2].data.built().is_some());
+    }
+
+    #[test]
+    fn the_check_accepts_what_value_parses_and_refuses_the_rest() {
+        for ok in [r#"{"a":[1,-2,3.5e-3,"\ud83d\ude00"]}"#, "null", "-1", "[]"] {
+            assert!(check_text(ok).is_ok(), "{ok}");
+            assert!(serde_json::from_str::<Value>(ok).is_ok());
+        }
+        for bad in [
+            r#"{"a":1e400}"#,
+            r#""\ud800""#,
+            "{\"a\":1",
+            "[1] 2",
+            r#"{"a":"\q"}"#,
+        ] {
+            assert!(
+                matches!(check_text(bad), Err(TextError::Invalid(_))),
+                "{bad}"
+            );
+            assert!(serde_json::from_str::<Value>(bad).is_err(), "{bad}");
+        }
+        for lossy in [r#"{"a":-0}"#, "[-0.0]", "-1e-400"] {
+            assert!(
+                matches!(check_text(lossy), Err(TextError::Lossy)),
+                "{lossy}"
+            );
+        }
+    }
+}
