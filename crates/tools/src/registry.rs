@@ -334,15 +334,28 @@ impl ToolRegistry {
             };
             state.layer_mut(key).restrictions.push((id, compiled));
         }
-        let agent_id = agent.id();
+        self.filter_installed(scope, agent.id(), id, |layer| &mut layer.restrictions)
+    }
+
+    /// The common end of [`Self::restrict`] and [`Self::narrow`]: entry `id` was pushed onto
+    /// the list `list` picks in `agent`'s layer. Tells the change listeners (undoing the entry
+    /// if one fails) and returns the disposer that removes it again.
+    fn filter_installed(
+        &self,
+        scope: &Scope,
+        agent: ScopeId,
+        id: u64,
+        list: fn(&mut Layer) -> &mut Vec<(u64, Restriction)>,
+    ) -> Result<Disposer, RestrictError> {
         let undo = move |registry: &ToolRegistry| {
             let mut state = registry.write();
-            let removed = state.scoped.get_mut(&agent_id).is_some_and(|layer| {
-                let before = layer.restrictions.len();
-                layer.restrictions.retain(|(entry, _)| *entry != id);
-                before != layer.restrictions.len()
+            let removed = state.scoped.get_mut(&agent).is_some_and(|layer| {
+                let entries = list(layer);
+                let before = entries.len();
+                entries.retain(|(entry, _)| *entry != id);
+                before != entries.len()
             });
-            state.prune(key);
+            state.prune(Some(agent));
             removed
         };
         if let Err(error) = self.notify() {
@@ -388,29 +401,7 @@ impl ToolRegistry {
                 deny: filter.deny.map(|d| d.into_iter().collect()),
             },
         ));
-        let agent_id = agent.id();
-        let undo = move |registry: &ToolRegistry| {
-            let mut state = registry.write();
-            let removed = state.scoped.get_mut(&agent_id).is_some_and(|layer| {
-                let before = layer.narrowings.len();
-                layer.narrowings.retain(|(entry, _)| *entry != id);
-                before != layer.narrowings.len()
-            });
-            state.prune(key);
-            removed
-        };
-        if let Err(error) = self.notify() {
-            undo(self);
-            return Err(RestrictError::ChangeListener(error));
-        }
-        let me = self.me.clone();
-        Ok(scope.defer(move || {
-            if let Some(registry) = me.upgrade()
-                && undo(&registry)
-            {
-                registry.notify_logged();
-            }
-        }))
+        self.filter_installed(scope, agent.id(), id, |layer| &mut layer.narrowings)
     }
 
     /// A final, monotonic deny. Global from an agent-less scope; otherwise it applies to the
