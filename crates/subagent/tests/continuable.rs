@@ -51,9 +51,19 @@ async fn a_background_child_starts_at_once_and_its_settlement_wakes_the_idle_par
             text_response("NOTED"),
         ],
     );
-    rig.script("C-BG", vec![text_response("child answer")]);
+    // The child waits at a gate until the parent's turn is over, so its settlement finds the
+    // parent idle (the case this test is about) however the two threads are scheduled.
+    let gates = rig.gates();
+    rig.script(
+        "C-BG",
+        vec![
+            call("g", "gate", json!({"name": "parent-idle"})),
+            text_response("child answer"),
+        ],
+    );
     let parent = rig.parent();
     prompt(&parent, "P-BG go").await;
+    gates.open("parent-idle");
     settled(&rig).await;
     eventually("the parent's notice turn", || {
         parent.status() == dsh_agent::AgentStatus::Idle && parent.log().turn_state().last_turn == 2
@@ -536,7 +546,7 @@ async fn send_message_refuses_strangers_unknown_ids_and_one_shot_children() {
     rig.tool(json!({"provider": "spawn", "toolName": "subagent_once"}))
         .unwrap();
     rig.control_tools(Default::default());
-    rig.script(
+    let owner_model = rig.script(
         "P-OWNER",
         vec![
             start("C-OWNED"),
@@ -559,6 +569,13 @@ async fn send_message_refuses_strangers_unknown_ids_and_one_shot_children() {
             && owner.status() == dsh_agent::AgentStatus::Idle
     })
     .await;
+    // The continuable child may settle while the owner's first turn still runs (its notice is
+    // then spliced into that turn) or after it (the notice opens a turn of its own, which
+    // answers "NOTED"). Either order is right; in the first, "NOTED" is still queued, so one
+    // filler prompt consumes it before the turn this test scripts next.
+    if owner_model.remaining() == 1 {
+        prompt(&owner, "P-OWNER filler").await;
+    }
     let continuable_id = child_id_from(&tool_results(&owner.log().events())[0].0);
     let one_shot_id = rig
         .child_logs()
@@ -850,6 +867,7 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
     let child_model = rig.script(
         "C-REP",
         vec![
+            call("cg", "gate", json!({"name": "child"})),
             call("r", "report", json!({"output": "CHILD_REPORT_OK"})),
             text_response("Reported."),
         ],
@@ -858,6 +876,17 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
     parent
         .followup(dsh_protocol::Message::user_text("P-REP"))
         .unwrap();
+    // The child reports only once the parent waits at its gate, so both the report and the
+    // notice queue for the parent's next step however the two threads are scheduled.
+    eventually("the parent at its gate", || {
+        parent
+            .log()
+            .events()
+            .iter()
+            .any(|e| e.kind == "tool/call" && e.data.pointer("/name") == Some(&json!("gate")))
+    })
+    .await;
+    gates.open("child");
     settled(&rig).await;
     eventually("report and notice spliced", || {
         parent.pending().1.len() == 2
@@ -875,7 +904,7 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
     assert_eq!(offered, vec!["gate".to_owned(), "report".to_owned()]);
     // Checklist 62.
     let child = rig.store.as_ref().unwrap().load(&id).unwrap();
-    let (report_text, is_error) = tool_results(&child.events)[0].clone();
+    let (report_text, is_error) = tool_results(&child.events)[1].clone();
     assert!(!is_error);
     assert!(report_text.starts_with("report accepted by the agent that started you as message "));
     let relays = user_messages(&parent.log().events(), "subagent-report");
