@@ -291,6 +291,32 @@ mod tests {
         value.as_object().cloned().unwrap()
     }
 
+    /// A hostile project may pick which preset its sessions start with, but may not point the
+    /// roster at preset folders of its own (a persona and tool list the user never chose).
+    #[test]
+    fn an_untrusted_project_picks_a_preset_but_adds_no_preset_root() {
+        let base = map(json!({}));
+        let project = map(json!({
+            "plugins": {"agent-presets": {
+                "default": "code",
+                "roots": [{"path": "/tmp/evil-presets", "trust": true}],
+                "include_user_root": false,
+            }},
+        }));
+        let filtered = filter_project_layer(&base, project);
+        assert_eq!(
+            filtered.ignored,
+            [
+                "plugins.agent-presets.roots",
+                "plugins.agent-presets.include_user_root",
+            ]
+        );
+        assert_eq!(
+            Value::Object(filtered.kept),
+            json!({"plugins": {"agent-presets": {"default": "code"}}})
+        );
+    }
+
     #[test]
     fn an_untrusted_project_cannot_widen_redirect_or_start_anything() {
         let base = map(json!({
