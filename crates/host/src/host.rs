@@ -321,6 +321,20 @@ impl Host {
             .map_err(|(plugin, message)| HostError::Startup { plugin, message })
     }
 
+    /// Builds the host the binary runs from a loaded configuration (`overrides`: what it was
+    /// loaded with, reused by reloads) and waits for its start-up work; a start-up failure
+    /// shuts it down again. Must be called inside a tokio runtime.
+    pub async fn launch(config: Config, overrides: Overrides) -> Result<Self, HostError> {
+        let mut options = HostOptions::new(config);
+        options.overrides = overrides;
+        let host = Self::build(options)?;
+        if let Err(error) = host.start().await {
+            host.shutdown();
+            return Err(error);
+        }
+        Ok(host)
+    }
+
     /// The session API for front-ends.
     pub fn sessions(&self) -> SessionHost {
         SessionHost {
@@ -845,6 +859,15 @@ impl SessionHost {
         };
         schemas.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(schemas)
+    }
+
+    /// `dsh tools`: the catalog a new session in `cwd` would be offered, from a preview that
+    /// persists nothing.
+    pub async fn catalog(&self, cwd: &Path) -> Result<Vec<ToolSchema>, HostError> {
+        let agent = self.preview(cwd)?;
+        let schemas = self.offered_tools(&agent);
+        agent.dispose().await;
+        schemas
     }
 
     /// The host's services (plugins' registries, the model adapter, host facts).
