@@ -291,10 +291,12 @@ impl Host {
                     Ok(mounted) => Some(mounted),
                     Err(source) => {
                         root.dispose();
-                        return Err(HostError::Plugin {
-                            plugin: spec.name.to_owned(),
+                        let error = crate::validate::refused(
+                            &lock(&host.inner.state).config,
+                            &spec,
                             source,
-                        });
+                        );
+                        return Err(HostError::Config(ConfigErrors(vec![error])));
                     }
                 }
             } else {
@@ -519,7 +521,10 @@ impl Host {
                     row.state = next;
                     changed.push(name);
                 }
-                Err(error) => failed.push((name, error.to_string())),
+                Err(error) => {
+                    let error = crate::validate::refused(&config, &row.spec, error);
+                    failed.push((name, error.to_string()));
+                }
             }
         }
         state.core = checked.core;
