@@ -1310,3 +1310,60 @@ async fn schedule_attaches_its_tools_to_each_session() {
     )
     .await;
 }
+
+/// A stdio MCP server in a few lines of Python: one tool, `echo`, under the server's name.
+const MCP_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "tiny", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "description": "Echo.",
+                             "inputSchema": {"type": "object", "properties": {}}}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"],
+                          "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_connects_the_configured_servers_and_follows_the_list() {
+    let rig = Rig::new(json!({})).await;
+    let script = rig.cwd.path().join("server.py");
+    std::fs::write(&script, MCP_SERVER).unwrap();
+    let servers = |names: &[&str]| {
+        let rows: Vec<Value> = names
+            .iter()
+            .map(|name| json!({"name": name, "command": "python3", "args": [script]}))
+            .collect();
+        json!({"mcp": {"servers": rows}})
+    };
+    let before = rig.snapshot();
+    for (config, tools) in [
+        (servers(&["alpha"]), vec!["mcp__alpha__echo"]),
+        (servers(&["beta"]), vec!["mcp__beta__echo"]),
+        (
+            servers(&["alpha", "beta"]),
+            vec!["mcp__alpha__echo", "mcp__beta__echo"],
+        ),
+    ] {
+        applied(&rig.reload(config).await, "mcp");
+        rig.host.start().await.unwrap();
+        let now = rig.snapshot();
+        assert_eq!(added_tools(&before, &now), tools);
+        assert!(now.section("mcp:instructions").is_some());
+    }
+    applied(&rig.reload(json!({})).await, "mcp");
+    assert_eq!(
+        rig.snapshot(),
+        before,
+        "no server left: nothing of mcp remains"
+    );
+    rig.host.shutdown();
+}
