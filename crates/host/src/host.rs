@@ -769,9 +769,23 @@ impl SessionHost {
             |agent: &AgentHandle| -> Result<(), HostError> {
                 agent.scope().provide(context.clone())?;
                 sessions.open(agent, context.clone())?;
+                if resumed {
+                    crate::model_choice::restore(agent)?;
+                }
                 Ok(())
             },
         )
+    }
+
+    /// Switches `agent`'s model from its next request (ACP's `model` config option), logged as
+    /// `model/selected` so resuming or forking the session keeps it.
+    pub fn set_model(&self, agent: &AgentHandle, model: &str) -> Result<(), HostError> {
+        crate::model_choice::select(agent, model)
+    }
+
+    /// The model `agent`'s next request uses: the one selected last, else the configured one.
+    pub fn current_model(&self, agent: &AgentHandle) -> String {
+        crate::model_choice::current(agent)
     }
 
     /// Stored sessions, newest first.

@@ -82,6 +82,7 @@ const KNOWN_KINDS: &[&str] = &[
     "feedback/record",
     "schedule/change",
     "agent-preset/selected",
+    "model/selected",
     "command/run",
     "command/done",
     "web/deepseek-search-llm-request",
