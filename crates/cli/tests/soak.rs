@@ -11,6 +11,8 @@
 //!
 //! CI runs a small size. At full size, by hand (a release build: `--release`):
 //! `DSH_SOAK_STEPS=2000 cargo test --release -p dsh --test soak -- --nocapture`.
+//! `DSH_SOAK_BIN=/path/to/dsh` runs another `dsh` binary (a release build measured from a debug
+//! test build; `dsh-tool-guard` must sit beside it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -78,7 +80,11 @@ async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
     .unwrap();
 
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+    let dsh = std::env::var_os("DSH_SOAK_BIN").map_or_else(
+        || env!("CARGO_BIN_EXE_dsh").into(),
+        std::path::PathBuf::from,
+    );
+    let mut child = Command::new(&dsh)
         .args(["exec", "--output", "stream-json", TOOL_LOOP_PROMPT])
         .current_dir(workspace.path())
         .env("DSH_HOME", home.path())
@@ -185,6 +191,7 @@ async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
         assert_eq!(event["type"], kind.as_str());
     }
 
+    println!("soak: binary {}", dsh.display());
     report(steps, wall, &seen, peak_at_end);
 }
 
