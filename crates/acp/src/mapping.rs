@@ -164,7 +164,7 @@ impl Presenter {
         }
         if let Some(Ok(result)) = event.decode::<ToolResult>() {
             // Replacement results (pruning, compaction) rewrite history, not the call's outcome.
-            if event.surface_op.is_some_and(|op| op != SurfaceOp::Append) {
+            if event.surface_op().is_some_and(|op| op != SurfaceOp::Append) {
                 return Vec::new();
             }
             return self.result(result).into_iter().collect();

@@ -11,15 +11,13 @@ use serde_json::json;
 use super::*;
 
 fn event<T: EventData>(seq: u64, data: &T, surface_op: Option<SurfaceOp>) -> Event {
-    Event {
-        kind: T::KIND.into(),
+    Event::new(
+        T::KIND,
         seq,
-        time: 1_796_015_251_123,
-        data: serde_json::to_value(data).unwrap().into(),
-        ignorable: false,
-        source_event_seqs: None,
-        surface_op,
-    }
+        1_796_015_251_123,
+        serde_json::to_value(data).unwrap(),
+    )
+    .with_surface(surface_op, None)
 }
 
 fn presenter() -> Presenter {

@@ -230,17 +230,12 @@ mod tests {
     use crate::images::PromptImage;
 
     fn end(seq: u64, turn: u64, reason: TurnEndReason) -> Arc<Event> {
-        Arc::new(Event {
-            kind: "turn/end".into(),
+        Arc::new(Event::new(
+            "turn/end",
             seq,
-            time: 0,
-            data: serde_json::to_value(TurnEnd { turn, reason })
-                .unwrap()
-                .into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        })
+            0,
+            serde_json::to_value(TurnEnd { turn, reason }).unwrap(),
+        ))
     }
 
     #[test]

@@ -133,7 +133,7 @@ fn audit(agent: &AgentHandle) -> Vec<(String, Value)> {
         .events()
         .iter()
         .filter(|e| e.kind.starts_with("approval/") && e.kind != "approval/policy")
-        .map(|e| (e.kind.clone(), e.data.value().clone()))
+        .map(|e| (e.kind.to_string(), e.data.value().clone()))
         .collect()
 }
 
@@ -167,7 +167,7 @@ async fn never_rejects_with_the_audit_pair_and_no_answerer() {
         .log()
         .events()
         .iter()
-        .map(|e| e.kind.clone())
+        .map(|e| e.kind.to_string())
         .collect();
     let call = kinds.iter().position(|k| k == "tool/call").unwrap();
     assert_eq!(

@@ -42,15 +42,7 @@ mod tests {
     use serde_json::json;
 
     fn event(kind: &str, data: Value) -> Event {
-        Event {
-            kind: kind.into(),
-            seq: 1,
-            time: 0,
-            data: data.into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        }
+        Event::new(kind, 1, 0, data)
     }
 
     #[test]

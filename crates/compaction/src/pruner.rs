@@ -282,7 +282,7 @@ mod tests {
             })
         );
         assert_eq!(events[1].kind, "tool/result");
-        assert_eq!(events[1].source_event_seqs, Some(vec![seqs[0]]));
+        assert_eq!(events[1].source_event_seqs(), Some(&[seqs[0]][..]));
         let original = log.get(seqs[0]).unwrap();
         let mut expected = original.data.value().clone();
         expected["message"]["content"][0]["content"] = serde_json::json!([

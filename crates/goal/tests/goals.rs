@@ -341,7 +341,7 @@ async fn items_72_73_76_the_driver_runs_rounds_until_complete() {
         .log()
         .events()
         .iter()
-        .map(|e| (e.kind.clone(), e.data.value().clone()))
+        .map(|e| (e.kind.to_string(), e.data.value().clone()))
         .collect();
     let result = events
         .iter()

@@ -168,7 +168,7 @@ async fn switching_presets_changes_the_tools_and_prompt_of_the_next_request() {
         .log()
         .events()
         .iter()
-        .map(|e| e.kind.clone())
+        .map(|e| e.kind.to_string())
         .filter(|k| k.starts_with("command/") || k.starts_with("agent-preset/"))
         .collect();
     assert_eq!(

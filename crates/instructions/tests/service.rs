@@ -223,7 +223,7 @@ async fn the_first_step_logs_the_baseline_right_after_the_prompt() {
     let kinds: Vec<String> = rig
         .events()
         .iter()
-        .map(|e| e.kind.clone())
+        .map(|e| e.kind.to_string())
         .filter(|k| k != "assistant/chunk")
         .collect();
     let at = kinds.iter().position(|k| k == "step/start").unwrap();

@@ -71,15 +71,7 @@ mod tests {
 
     #[test]
     fn only_plan_mode_events_move_the_mode() {
-        let event = |kind: &str, data: Value| Event {
-            kind: kind.to_owned(),
-            seq: 0,
-            time: 0,
-            data: data.into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        };
+        let event = |kind: &str, data: Value| Event::new(kind, 0, 0, data);
         let on = event("plan/mode", serde_json::json!({"active": true}));
         let off = event("plan/mode", serde_json::json!({"active": false}));
         let other = event("turn/start", serde_json::json!({"turn": 1}));

@@ -215,7 +215,7 @@ async fn items_83_84_90_a_running_turn_queues_and_narrates_at_the_next_pre_step(
         .log()
         .events()
         .iter()
-        .map(|e| (e.kind.clone(), e.data.value().clone()))
+        .map(|e| (e.kind.to_string(), e.data.value().clone()))
         .collect();
     let mode = kinds.iter().position(|(k, _)| k == "plan/mode").unwrap();
     let first_end = kinds.iter().position(|(k, _)| k == "step/end").unwrap();
@@ -429,7 +429,7 @@ async fn plan_and_its_texts_run_through_the_command_registry() {
         .log()
         .events()
         .iter()
-        .map(|e| e.kind.clone())
+        .map(|e| e.kind.to_string())
         .collect();
     assert_eq!(kinds.iter().filter(|k| *k == "command/run").count(), 1);
     assert_eq!(kinds.iter().filter(|k| *k == "command/done").count(), 1);

@@ -139,7 +139,7 @@ impl SurfaceSnapshot {
             .filter_map(|event| {
                 let message: Message = event.decode_message()?.ok()?;
                 Some(SurfaceItem {
-                    kind: event.kind.clone(),
+                    kind: event.kind.to_string(),
                     message,
                 })
             })

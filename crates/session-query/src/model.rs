@@ -55,7 +55,7 @@ impl Analysis {
         let mut surface: Vec<u64> = Vec::new();
         let mut analysis = Self::default();
         for event in events {
-            if let Some(sources) = &event.source_event_seqs {
+            if let Some(sources) = event.source_event_seqs() {
                 for source in sources {
                     analysis.derived.entry(*source).or_default().push(event.seq);
                 }
@@ -63,7 +63,7 @@ impl Analysis {
             if !is_surface_kind(&event.kind) {
                 continue;
             }
-            match event.surface_op {
+            match event.surface_op() {
                 Some(SurfaceOp::Replace { start, end }) => {
                     let from = surface.iter().rposition(|s| *s == start);
                     let to = surface.iter().rposition(|s| *s == end);
@@ -330,15 +330,7 @@ mod tests {
         op: Option<SurfaceOp>,
         sources: Option<Vec<u64>>,
     ) -> Arc<Event> {
-        Arc::new(Event {
-            kind: kind.to_owned(),
-            seq,
-            time: 0,
-            data: data.into(),
-            ignorable: false,
-            source_event_seqs: sources,
-            surface_op: op,
-        })
+        Arc::new(Event::new(kind, seq, 0, data).with_surface(op, sources))
     }
 
     #[test]

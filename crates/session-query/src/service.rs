@@ -481,7 +481,7 @@ impl Index {
                         text,
                         id,
                         i64::try_from(event.seq).unwrap_or(i64::MAX),
-                        event.kind,
+                        event.kind.as_str(),
                         data.analysis.class(event.seq).as_str(),
                         i64::try_from(event.time).unwrap_or(i64::MAX),
                         i64::try_from(length).unwrap_or(i64::MAX),

@@ -691,7 +691,7 @@ impl SessionQueryTools {
             ),
             format!(
                 "Events cited directly as sources: {}",
-                list(event.source_event_seqs.clone().unwrap_or_default())
+                list(event.source_event_seqs().unwrap_or_default().to_vec())
             ),
             format!(
                 "Direct derived events: {}",

@@ -1,5 +1,7 @@
 //! The event envelope (§1.2) and the surface metadata it may carry.
 
+use std::fmt;
+
 use serde::Deserialize;
 use serde::Deserializer;
 use serde::Serialize;
@@ -39,20 +41,21 @@ pub const SURFACE_KINDS: [&str; 3] = [
     kind::TOOL_RESULT,
 ];
 
-/// Every event type a stored log may contain without `ignorable: true` (§1.4, §1.10).
-const KNOWN_KINDS: &[&str] = &[
-    kind::TURN_START,
-    kind::TURN_END,
-    kind::STEP_START,
-    kind::STEP_END,
-    kind::USER_MESSAGE,
+/// Every event type a stored log may contain without `ignorable: true` (§1.4, §1.10). The
+/// most frequent types of a loop's log come first: interning a loaded event's type scans this.
+static KNOWN_KINDS: [&str; 44] = [
     kind::ASSISTANT_CHUNK,
-    kind::ASSISTANT_MESSAGE,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,
-    kind::TODO_WRITE,
-    kind::REQUEST_HEADER,
+    kind::ASSISTANT_MESSAGE,
+    kind::STEP_START,
+    kind::STEP_END,
     kind::REQUEST_CONTEXT,
+    kind::USER_MESSAGE,
+    kind::TURN_START,
+    kind::TURN_END,
+    kind::REQUEST_HEADER,
+    kind::TODO_WRITE,
     kind::END_SEED,
     kind::INBOX_SPLICED,
     kind::LLM_RETRY,
@@ -90,7 +93,181 @@ const KNOWN_KINDS: &[&str] = &[
 
 /// `true` for a type a stored log may hold without `ignorable: true`.
 pub fn is_known_kind(kind: &str) -> bool {
-    KNOWN_KINDS.contains(&kind) || kind.starts_with("team/")
+    kind.starts_with("team/") || KNOWN_KINDS.contains(&kind)
+}
+
+/// An event's type name (`"turn/start"`), interned: one pointer, and every event of a type
+/// shares one copy of its name. Reads as a `&str` (`Deref`, [`Kind::as_str`]) and compares with
+/// strings. The names of the core and plugin vocabulary are static; any other name (an
+/// ignorable type of a stored log, a new plugin's type) is interned once for the life of the
+/// process, so the set grows only with the number of distinct names met.
+#[derive(Clone, Copy)]
+pub struct Kind(&'static &'static str);
+
+impl Kind {
+    /// The interned kind named `name`.
+    pub fn new(name: &str) -> Self {
+        if let Some(known) = KNOWN_KINDS.iter().find(|known| **known == name) {
+            return Self(known);
+        }
+        Self(intern(name))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &'static str {
+        self.0
+    }
+}
+
+/// The names outside [`KNOWN_KINDS`], each allocated once and kept for the process's life.
+fn intern(name: &str) -> &'static &'static str {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::sync::OnceLock;
+    use std::sync::PoisonError;
+    static OTHERS: OnceLock<Mutex<HashMap<&'static str, &'static &'static str>>> = OnceLock::new();
+    let mut others = OTHERS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(interned) = others.get(name) {
+        return interned;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    let interned: &'static &'static str = Box::leak(Box::new(leaked));
+    others.insert(leaked, interned);
+    interned
+}
+
+impl std::ops::Deref for Kind {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+impl AsRef<str> for Kind {
+    fn as_ref(&self) -> &str {
+        self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Kind {
+    fn borrow(&self) -> &str {
+        self.0
+    }
+}
+
+impl From<&str> for Kind {
+    fn from(name: &str) -> Self {
+        Self::new(name)
+    }
+}
+
+impl From<String> for Kind {
+    fn from(name: String) -> Self {
+        Self::new(&name)
+    }
+}
+
+impl From<&String> for Kind {
+    fn from(name: &String) -> Self {
+        Self::new(name)
+    }
+}
+
+impl From<Kind> for String {
+    fn from(kind: Kind) -> Self {
+        kind.0.to_string()
+    }
+}
+
+impl PartialEq for Kind {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for Kind {}
+
+impl std::hash::Hash for Kind {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl PartialOrd for Kind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Kind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(other.0)
+    }
+}
+
+impl PartialEq<str> for Kind {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Kind {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Kind {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == other.as_str()
+    }
+}
+
+impl PartialEq<Kind> for str {
+    fn eq(&self, other: &Kind) -> bool {
+        self == *other.0
+    }
+}
+
+impl PartialEq<Kind> for &str {
+    fn eq(&self, other: &Kind) -> bool {
+        *self == *other.0
+    }
+}
+
+impl PartialEq<Kind> for String {
+    fn eq(&self, other: &Kind) -> bool {
+        self.as_str() == *other.0
+    }
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.0, f)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(Self::new(&name))
+    }
 }
 
 /// `true` for `user/message`, `assistant/message` and `tool/result`.
@@ -179,10 +356,15 @@ impl SurfaceIntent {
 ///
 /// Serialises with the keys `type, seq, time, data, [ignorable], [sourceEventSeqs], [surfaceOp]`,
 /// byte-identical to upstream's JSONL lines.
+///
+/// Kept small, because a loaded log holds one per line: the type is interned, and the fields
+/// most events lack (`ignorable`, `sourceEventSeqs`, `surfaceOp`) live in one box that only the
+/// events carrying one of them allocate; read them with [`Event::ignorable`],
+/// [`Event::source_event_seqs`] and [`Event::surface_op`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// The `type` discriminant, e.g. `"turn/start"`.
-    pub kind: String,
+    pub kind: Kind,
     /// Index in the log.
     pub seq: u64,
     /// Epoch milliseconds at append (not necessarily monotonic).
@@ -190,15 +372,80 @@ pub struct Event {
     /// Type-specific lossless JSON, stored verbatim. Reads as a `Value` (`&*event.data`);
     /// prefer [`Event::decode`], which reads a loaded event without building its tree.
     pub data: Payload,
-    /// A reader that does not know `kind` may skip the event.
-    pub ignorable: bool,
-    /// Only on surface types.
-    pub source_event_seqs: Option<Vec<u64>>,
-    /// Present exactly on surface types.
-    pub surface_op: Option<SurfaceOp>,
+    /// `None` when the event is not ignorable and has neither sources nor a surface op.
+    rare: Option<Box<Rare>>,
+}
+
+/// The envelope fields most events do not have.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Rare {
+    ignorable: bool,
+    source_event_seqs: Option<Vec<u64>>,
+    surface_op: Option<SurfaceOp>,
 }
 
 impl Event {
+    /// An event that is not ignorable and has no surface op or sources.
+    pub fn new(kind: impl Into<Kind>, seq: u64, time: u64, data: impl Into<Payload>) -> Self {
+        Self {
+            kind: kind.into(),
+            seq,
+            time,
+            data: data.into(),
+            rare: None,
+        }
+    }
+
+    /// The same event with `ignorable` set as given.
+    pub fn with_ignorable(mut self, ignorable: bool) -> Self {
+        self.set_rare(|rare| rare.ignorable = ignorable);
+        self
+    }
+
+    /// The same event with the given surface op and sources (`None` removes them).
+    pub fn with_surface(
+        mut self,
+        surface_op: Option<SurfaceOp>,
+        source_event_seqs: Option<Vec<u64>>,
+    ) -> Self {
+        self.set_rare(|rare| {
+            rare.surface_op = surface_op;
+            rare.source_event_seqs = source_event_seqs;
+        });
+        self
+    }
+
+    /// The same event with the op and sources of `intent` (`None`: neither).
+    pub fn with_intent(self, intent: Option<SurfaceIntent>) -> Self {
+        match intent {
+            Some(intent) => self.with_surface(Some(intent.op), intent.source_event_seqs),
+            None => self.with_surface(None, None),
+        }
+    }
+
+    fn set_rare(&mut self, change: impl FnOnce(&mut Rare)) {
+        let mut rare = self.rare.take().unwrap_or_default();
+        change(&mut rare);
+        if *rare != Rare::default() {
+            self.rare = Some(rare);
+        }
+    }
+
+    /// A reader that does not know `kind` may skip the event.
+    pub fn ignorable(&self) -> bool {
+        self.rare.as_ref().is_some_and(|rare| rare.ignorable)
+    }
+
+    /// The events this one was derived from (only on surface types).
+    pub fn source_event_seqs(&self) -> Option<&[u64]> {
+        self.rare.as_ref()?.source_event_seqs.as_deref()
+    }
+
+    /// How this event changes the surface (present exactly on surface types).
+    pub fn surface_op(&self) -> Option<SurfaceOp> {
+        self.rare.as_ref()?.surface_op
+    }
+
     /// Decodes the data as `T` when this event is of `T`'s type; `None` for another type.
     pub fn decode<T: EventData>(&self) -> Option<Result<T, serde_json::Error>> {
         (self.kind == T::KIND).then(|| self.data.decode())
@@ -258,14 +505,14 @@ impl Serialize for Event {
         map.serialize_entry("seq", &self.seq)?;
         map.serialize_entry("time", &self.time)?;
         map.serialize_entry("data", &self.data)?;
-        if self.ignorable {
+        if self.ignorable() {
             map.serialize_entry("ignorable", &true)?;
         }
-        if let Some(seqs) = &self.source_event_seqs {
+        if let Some(seqs) = self.source_event_seqs() {
             map.serialize_entry("sourceEventSeqs", seqs)?;
         }
-        if let Some(op) = &self.surface_op {
-            map.serialize_entry("surfaceOp", op)?;
+        if let Some(op) = self.surface_op() {
+            map.serialize_entry("surfaceOp", &op)?;
         }
         map.end()
     }
@@ -277,7 +524,7 @@ impl<'de> Deserialize<'de> for Event {
         #[serde(rename_all = "camelCase")]
         struct Raw {
             #[serde(rename = "type")]
-            kind: String,
+            kind: Kind,
             seq: u64,
             time: u64,
             data: Payload,
@@ -289,14 +536,61 @@ impl<'de> Deserialize<'de> for Event {
             surface_op: Option<SurfaceOp>,
         }
         let raw = Raw::deserialize(deserializer)?;
-        Ok(Self {
-            kind: raw.kind,
-            seq: raw.seq,
-            time: raw.time,
-            data: raw.data,
-            ignorable: raw.ignorable,
-            source_event_seqs: raw.source_event_seqs,
-            surface_op: raw.surface_op,
-        })
+        Ok(Self::new(raw.kind, raw.seq, raw.time, raw.data)
+            .with_ignorable(raw.ignorable)
+            .with_surface(raw.surface_op, raw.source_event_seqs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_stays_seven_words() {
+        // A loaded log holds one per line: growing it grows every load (docs/benchmarks.md).
+        assert!(
+            std::mem::size_of::<Event>() <= 56,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+        assert_eq!(std::mem::size_of::<Kind>(), 8);
+    }
+
+    #[test]
+    fn kinds_are_interned_and_read_as_strings() {
+        let a = Kind::new("turn/start");
+        assert!(std::ptr::eq(a.0, Kind::from(String::from("turn/start")).0));
+        let other = Kind::new("x-plugin/thing");
+        assert!(std::ptr::eq(other.0, Kind::new("x-plugin/thing").0));
+        assert_eq!(other, "x-plugin/thing");
+        assert_eq!("x-plugin/thing", other);
+        assert_eq!(other.as_str(), "x-plugin/thing");
+        assert_ne!(a, other);
+        assert_eq!(format!("{a} {a:?}"), r#"turn/start "turn/start""#);
+        let back: Kind = serde_json::from_str(r#""x-plugin/thing""#).unwrap();
+        assert_eq!(back, other);
+        assert_eq!(serde_json::to_string(&back).unwrap(), r#""x-plugin/thing""#);
+    }
+
+    #[test]
+    fn rare_fields_round_trip_byte_for_byte() {
+        for line in [
+            r#"{"type":"turn/start","seq":0,"time":5,"data":{"turn":1}}"#,
+            r#"{"type":"x/y","seq":1,"time":6,"data":null,"ignorable":true}"#,
+            r#"{"type":"assistant/message","seq":2,"time":7,"data":{},"sourceEventSeqs":[],"surfaceOp":"append"}"#,
+            r#"{"type":"tool/result","seq":3,"time":8,"data":{},"sourceEventSeqs":[1,2],"surfaceOp":{"op":"replace","start":0,"end":1}}"#,
+        ] {
+            let event: Event = serde_json::from_str(line).unwrap();
+            assert_eq!(event.to_json_line(), line);
+        }
+        let plain = Event::new("x/y", 0, 0, serde_json::Value::Null);
+        assert!(plain.rare.is_none());
+        assert_eq!(plain.clone().with_ignorable(false), plain);
+        assert_eq!(plain.clone().with_surface(None, None).rare, None);
+        let marked = plain.with_surface(Some(SurfaceOp::Append), Some(vec![4]));
+        assert_eq!(marked.surface_op(), Some(SurfaceOp::Append));
+        assert_eq!(marked.source_event_seqs(), Some(&[4][..]));
+        assert!(!marked.ignorable());
     }
 }

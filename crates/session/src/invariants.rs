@@ -88,7 +88,7 @@ pub fn check_invariants(events: &[Arc<Event>]) -> Vec<String> {
                     .unwrap_or_default();
                 *calls.entry(id.to_owned()).or_default() += 1;
             }
-            kind::TOOL_RESULT if event.surface_op == Some(SurfaceOp::Append) => {
+            kind::TOOL_RESULT if event.surface_op() == Some(SurfaceOp::Append) => {
                 names_open_step(&mut fail);
                 let not_started = event.data.pointer("/error/code").and_then(Value::as_str)
                     == Some("TOOL_NOT_STARTED");

@@ -226,8 +226,8 @@ fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
             .map(|h| h.join().ok().flatten())
             .collect()
     });
-    let mut events: Vec<Arc<Event>> =
-        Vec::with_capacity(parts.iter().flatten().map(|(_, e)| e.len()).sum());
+    let total: usize = parts.iter().flatten().map(|(_, e)| e.len()).sum();
+    let mut events: Vec<Arc<Event>> = Vec::new();
     for (base, part) in parts
         .into_iter()
         .map(|p| p.ok_or(()))
@@ -237,7 +237,14 @@ fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
         if !part.is_empty() && base != events.len() as u64 {
             return None;
         }
-        events.extend(part);
+        if events.is_empty() {
+            // The first part's vector grows in place (a large block is remapped, not copied),
+            // so the event list is never held twice.
+            events = part;
+            events.reserve_exact(total - events.len());
+        } else {
+            events.extend(part);
+        }
     }
     Some(events)
 }
@@ -256,8 +263,9 @@ enum RowError {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawRow<'a> {
-    #[serde(rename = "type")]
-    kind: String,
+    // Borrowed from the line unless it has escapes: the event keeps an interned `Kind`.
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
     #[serde(default)]
     seq: Option<u64>,
     #[serde(default)]
@@ -290,7 +298,7 @@ fn parse_row(
     };
     if let (Some(seq0), Some(time0)) = (row.seq0, row.time0)
         && matches!(
-            row.kind.as_str(),
+            &*row.kind,
             "text-chunks" | "reasoning-chunks" | "tool-call-chunks"
         )
     {
@@ -309,7 +317,7 @@ fn parse_row(
         )));
     }
     if !row.ignorable && !is_known_kind(&row.kind) {
-        return Err(RowError::Unknown(row.kind));
+        return Err(RowError::Unknown(row.kind.into_owned()));
     }
     let text = raw.get();
     match check_text(text) {
@@ -326,15 +334,11 @@ fn parse_row(
             serde_json::from_str::<Value>(text).map_err(|e| RowError::Bad(e.to_string()))?,
         ),
     };
-    events.push(Arc::new(Event {
-        kind: row.kind,
-        seq,
-        time,
-        data,
-        ignorable: row.ignorable,
-        source_event_seqs: row.source_event_seqs,
-        surface_op: row.surface_op,
-    }));
+    events.push(Arc::new(
+        Event::new(&*row.kind, seq, time, data)
+            .with_ignorable(row.ignorable)
+            .with_surface(row.surface_op, row.source_event_seqs),
+    ));
     Ok(())
 }
 
@@ -406,15 +410,12 @@ fn expand_packed(
         data.insert("turn".into(), packed.turn.clone());
         data.insert("step".into(), packed.step.clone());
         data.insert("chunk".into(), Value::Object(chunk));
-        events.push(Arc::new(Event {
-            kind: kind::ASSISTANT_CHUNK.to_owned(),
-            seq: seq0 + k as u64,
-            time: u64::try_from(time).map_err(|_| bad("member time is negative"))?,
-            data: Value::Object(data).into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        }));
+        events.push(Arc::new(Event::new(
+            kind::ASSISTANT_CHUNK,
+            seq0 + k as u64,
+            u64::try_from(time).map_err(|_| bad("member time is negative"))?,
+            Value::Object(data),
+        )));
     }
     Ok(())
 }

@@ -37,6 +37,7 @@ pub use backend::MemoryStore;
 pub use backend::SessionStore;
 pub use error::SessionError;
 pub use event::Event;
+pub use event::Kind;
 pub use event::SURFACE_KINDS;
 pub use event::SurfaceIntent;
 pub use event::SurfaceOp;

@@ -21,6 +21,7 @@ use crate::data::EndSeed;
 use crate::data::EventData;
 use crate::error::SessionError;
 use crate::event::Event;
+use crate::event::Kind;
 use crate::event::SurfaceIntent;
 use crate::event::kind;
 use crate::header::SessionHeader;
@@ -206,7 +207,7 @@ impl SessionLog {
             }
             if check_lossless && !dsh_schema::is_lossless(&event.data) {
                 return Err(SessionError::NotLossless {
-                    kind: event.kind.clone(),
+                    kind: event.kind.to_string(),
                 });
             }
             let plan = state.surface.plan(&state.events, &event)?;
@@ -296,7 +297,7 @@ impl SessionLog {
     /// notified only after the commit.
     pub fn append(
         &self,
-        kind: impl Into<String>,
+        kind: impl Into<Kind>,
         data: Value,
         surface: Option<SurfaceIntent>,
     ) -> Result<Arc<Event>, SessionError> {
@@ -307,7 +308,7 @@ impl SessionLog {
     /// may skip it).
     pub fn append_ignorable(
         &self,
-        kind: impl Into<String>,
+        kind: impl Into<Kind>,
         data: Value,
     ) -> Result<Arc<Event>, SessionError> {
         self.append_inner(kind.into(), data, None, true, None)
@@ -327,12 +328,12 @@ impl SessionLog {
                 kind: T::KIND.to_owned(),
             });
         }
-        self.append_inner(T::KIND.to_owned(), value, surface, false, None)
+        self.append_inner(Kind::new(T::KIND), value, surface, false, None)
     }
 
     fn append_inner(
         &self,
-        kind: String,
+        kind: Kind,
         data: Value,
         surface: Option<SurfaceIntent>,
         ignorable: bool,
@@ -346,7 +347,9 @@ impl SessionLog {
         }
         let _gate = lock(&self.inner.gate);
         if !dsh_schema::is_lossless(&data) {
-            return Err(SessionError::NotLossless { kind });
+            return Err(SessionError::NotLossless {
+                kind: kind.to_string(),
+            });
         }
         let listeners: Vec<Listener> = lock(&self.inner.listeners)
             .iter()
@@ -355,19 +358,14 @@ impl SessionLog {
         let event = {
             let mut guard = lock(&self.inner.state);
             let state = &mut *guard;
-            let (surface_op, source_event_seqs) = match surface {
-                Some(intent) => (Some(intent.op), intent.source_event_seqs),
-                None => (None, None),
-            };
-            let event = Event {
-                seq: state.events.len() as u64,
-                time: time.unwrap_or_else(|| (state.clock)()),
+            let event = Event::new(
                 kind,
-                data: data.into(),
-                ignorable,
-                source_event_seqs,
-                surface_op,
-            };
+                state.events.len() as u64,
+                time.unwrap_or_else(|| (state.clock)()),
+                data,
+            )
+            .with_ignorable(ignorable)
+            .with_intent(surface);
             let plan = state.surface.plan(&state.events, &event)?;
             if let Some(writer) = state.writer.as_mut() {
                 writer.check()?;
@@ -595,7 +593,7 @@ impl State {
         match self.last_by_kind.get_mut(event.kind.as_str()) {
             Some(seq) => *seq = event.seq,
             None => {
-                self.last_by_kind.insert(event.kind.clone(), event.seq);
+                self.last_by_kind.insert(event.kind.to_string(), event.seq);
             }
         }
         self.events.push(event);

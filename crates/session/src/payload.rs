@@ -11,7 +11,8 @@
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::OnceLock;
+
+use once_cell::race::OnceBox;
 
 use serde::Deserialize;
 use serde::Deserializer;
@@ -44,10 +45,13 @@ impl Span {
 /// An event's `data`: lossless JSON, read as a [`Value`] through `Deref` (built once, on first
 /// use) or decoded into a typed payload with [`Payload::decode`] (straight from the stored text
 /// when the tree was never built).
+///
+/// Three words: a loaded log holds one per line. The tree's cell is a single atomic pointer
+/// (`OnceBox`); two threads that build the same tree at once both parse, one keeps its tree.
 #[derive(Default)]
 pub struct Payload {
     text: Option<Span>,
-    tree: OnceLock<Box<Value>>,
+    tree: OnceBox<Value>,
 }
 
 impl Payload {
@@ -62,13 +66,13 @@ impl Payload {
         buf.get(start..start + len)?;
         Some(Self {
             text: Some(span),
-            tree: OnceLock::new(),
+            tree: OnceBox::new(),
         })
     }
 
     /// The tree, when it has been built (or the payload was made from one).
     fn built(&self) -> Option<&Value> {
-        self.tree.get().map(|tree| &**tree)
+        self.tree.get()
     }
 
     /// The stored JSON text, while no tree has been built from it.
@@ -115,11 +119,8 @@ impl Payload {
 
     /// Consumes the payload into its `Value`.
     pub fn into_value(self) -> Value {
-        let _ = self.value();
-        match self.tree.into_inner() {
-            Some(tree) => *tree,
-            None => Value::Null,
-        }
+        // `OnceBox` cannot give its box back; a copy of the tree is the one cost.
+        self.value().clone()
     }
 }
 
@@ -135,16 +136,16 @@ impl From<Value> for Payload {
     fn from(value: Value) -> Self {
         Self {
             text: None,
-            tree: OnceLock::from(Box::new(value)),
+            tree: OnceBox::with_value(Box::new(value)),
         }
     }
 }
 
 impl Clone for Payload {
     fn clone(&self) -> Self {
-        let tree = OnceLock::new();
+        let tree = OnceBox::new();
         if let Some(built) = self.tree.get() {
-            let _ = tree.set(built.clone());
+            let _ = tree.set(Box::new(built.clone()));
         }
         Self {
             text: self.text.clone(),

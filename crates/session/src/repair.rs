@@ -44,15 +44,9 @@ pub fn crash_repair(events: &[Arc<Event>]) -> Vec<Event> {
                 data: Value,
                 sources: Option<Vec<u64>>,
                 surface: Option<SurfaceOp>| {
-        out.push(Event {
-            kind: kind.to_owned(),
-            seq: base + out.len() as u64,
-            time,
-            data: data.into(),
-            ignorable: false,
-            source_event_seqs: sources,
-            surface_op: surface,
-        });
+        out.push(
+            Event::new(kind, base + out.len() as u64, time, data).with_surface(surface, sources),
+        );
     };
 
     let turn_events = &events[turn_start.seq as usize..];

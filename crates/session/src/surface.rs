@@ -84,7 +84,7 @@ impl Surface {
         let k = event.kind.as_str();
         check_request_header(event)?;
         if !is_surface_kind(k) {
-            if event.surface_op.is_some() || event.source_event_seqs.is_some() {
+            if event.surface_op().is_some() || event.source_event_seqs().is_some() {
                 return Err(SessionError::surface(
                     k,
                     "only surface events may carry surfaceOp or sourceEventSeqs",
@@ -92,13 +92,13 @@ impl Surface {
             }
             return Ok(Plan::None);
         }
-        let Some(op) = event.surface_op else {
+        let Some(op) = event.surface_op() else {
             return Err(SessionError::surface(
                 k,
                 "a surface event must carry surfaceOp",
             ));
         };
-        if let Some(seqs) = &event.source_event_seqs {
+        if let Some(seqs) = event.source_event_seqs() {
             check_sources(k, event.seq, seqs)?;
         }
         let node = Node {
@@ -186,7 +186,7 @@ impl Surface {
                 format!("replace {start}..{end}: start is after end in surface order"),
             ));
         }
-        let sources = event.source_event_seqs.as_deref().unwrap_or_default();
+        let sources = event.source_event_seqs().unwrap_or_default();
         if let Some(missing) = self.nodes[from..=to]
             .iter()
             .find(|n| !sources.contains(&n.seq))

@@ -560,15 +560,7 @@ mod tests {
     use super::*;
 
     fn event(seq: u64) -> Arc<Event> {
-        Arc::new(Event {
-            seq,
-            time: seq,
-            kind: "x/y".into(),
-            data: json!({ "n": seq }).into(),
-            ignorable: true,
-            source_event_seqs: None,
-            surface_op: None,
-        })
+        Arc::new(Event::new("x/y", seq, seq, json!({ "n": seq })).with_ignorable(true))
     }
 
     #[test]

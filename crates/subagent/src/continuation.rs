@@ -185,25 +185,19 @@ fn descriptor_seed(prefix: Option<&[Arc<Event>]>, descriptor: &Descriptor) -> Ve
     let mut seed = prefix.map(owned_seed).unwrap_or_default();
     let time = dsh_session::SessionHeader::new("", None).created_at;
     if prefix.is_some() {
-        seed.push(Event {
-            kind: kind::END_SEED.to_owned(),
-            seq: seed.len() as u64,
+        seed.push(Event::new(
+            kind::END_SEED,
+            seed.len() as u64,
             time,
-            data: serde_json::json!({}).into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        });
+            serde_json::json!({}),
+        ));
     }
-    seed.push(Event {
-        kind: DESCRIPTOR_KIND.to_owned(),
-        seq: seed.len() as u64,
+    seed.push(Event::new(
+        DESCRIPTOR_KIND,
+        seed.len() as u64,
         time,
-        data: descriptor.to_value().into(),
-        ignorable: false,
-        source_event_seqs: None,
-        surface_op: None,
-    });
+        descriptor.to_value(),
+    ));
     seed
 }
 

@@ -345,15 +345,7 @@ mod tests {
     }
 
     fn event(seq: u64, data: Value) -> Arc<Event> {
-        Arc::new(Event {
-            kind: DESCRIPTOR_KIND.into(),
-            seq,
-            time: 0,
-            data: data.into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        })
+        Arc::new(Event::new(DESCRIPTOR_KIND, seq, 0, data))
     }
 
     #[test]

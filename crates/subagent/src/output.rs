@@ -200,15 +200,12 @@ mod tests {
     use serde_json::json;
 
     fn ev<T: EventData>(seq: u64, data: &T) -> Arc<Event> {
-        Arc::new(Event {
-            kind: T::KIND.into(),
+        Arc::new(Event::new(
+            T::KIND,
             seq,
-            time: 0,
-            data: serde_json::to_value(data).unwrap().into(),
-            ignorable: false,
-            source_event_seqs: None,
-            surface_op: None,
-        })
+            0,
+            serde_json::to_value(data).unwrap(),
+        ))
     }
 
     fn assistant(seq: u64, content: Vec<ContentBlock>) -> Arc<Event> {

@@ -208,7 +208,7 @@ impl MeterFold {
             }
             _ => {}
         }
-        if let Some(op) = event.surface_op {
+        if let Some(op) = event.surface_op() {
             let message = event_message(event).map_err(|reason| malformed(event, reason))?;
             let tokens = message.as_ref().map_or(0, estimate_message);
             match op {
@@ -265,9 +265,9 @@ impl MeterFold {
             });
         };
         let _ = (turn, step);
-        let output = match &event.source_event_seqs {
+        let output = match event.source_event_seqs() {
             None => durable.map_or(0, estimate_message),
-            Some(seqs) if seqs.is_empty() => 0,
+            Some([]) => 0,
             Some(seqs) => self.price_output(seqs, durable),
         };
         let anchor_surface = at_start + output;
@@ -379,7 +379,7 @@ impl MeterFold {
 
 fn malformed(event: &Event, reason: String) -> MeterError {
     MeterError::Malformed {
-        kind: event.kind.clone(),
+        kind: event.kind.to_string(),
         seq: event.seq,
         reason,
     }

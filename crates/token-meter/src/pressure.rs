@@ -97,7 +97,7 @@ impl PressureFold {
             }
             _ => {}
         }
-        let Some(op) = event.surface_op else {
+        let Some(op) = event.surface_op() else {
             return;
         };
         let price = event_message(event)

@@ -25,15 +25,7 @@ const TURNS: u64 = 300;
 const ANSWER: &str = "Here is what changed, with **bold**, `code` and a [link](https://example.com):\n\n| file | lines |\n|---|---|\n| src/cart.rs | +12 -3 |\n| src/coupon.rs | +40 |\n\n- first point\n  - a nested one that is long enough to wrap at a hundred columns of terminal width, twice over\n- second point\n\n```rust\nfn total(items: &[Item]) -> u64 {\n    items.iter().map(|i| i.price).sum()\n}\n```";
 
 fn event(seq: u64, kind: &str, data: Value) -> Arc<Event> {
-    Arc::new(Event {
-        kind: kind.to_owned(),
-        seq,
-        time: 1000 + seq,
-        data: data.into(),
-        ignorable: false,
-        source_event_seqs: None,
-        surface_op: None,
-    })
+    Arc::new(Event::new(kind, seq, 1000 + seq, data))
 }
 
 fn long_state() -> UiState {

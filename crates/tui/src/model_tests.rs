@@ -6,15 +6,7 @@ use serde_json::json;
 use super::*;
 
 fn event(seq: u64, kind: &str, data: Value) -> Arc<Event> {
-    Arc::new(Event {
-        kind: kind.to_owned(),
-        seq,
-        time: 1000 + seq * 100,
-        data: data.into(),
-        ignorable: false,
-        source_event_seqs: None,
-        surface_op: None,
-    })
+    Arc::new(Event::new(kind, seq, 1000 + seq * 100, data))
 }
 
 fn fold(events: &[Arc<Event>]) -> Transcript {

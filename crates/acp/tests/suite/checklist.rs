@@ -21,7 +21,7 @@ use super::harness::message_text;
 
 fn types(factory: &TestHost, session: &str) -> Vec<String> {
     let log = factory.store.load(session).unwrap();
-    log.events.iter().map(|e| e.kind.clone()).collect()
+    log.events.iter().map(|e| e.kind.to_string()).collect()
 }
 
 fn prompt(wire: &Wire, id: u64, session: &str, blocks: Value) {

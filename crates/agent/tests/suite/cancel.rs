@@ -43,10 +43,7 @@ async fn item_43_cancel_mid_stream_keeps_the_visible_prefix() {
         json!([{"type": "text", "text": "partial"}])
     );
     let chunks: Vec<u64> = rig.of("assistant/chunk").iter().map(|e| e.seq).collect();
-    assert_eq!(
-        message.source_event_seqs.as_deref(),
-        Some(chunks.as_slice())
-    );
+    assert_eq!(message.source_event_seqs(), Some(chunks.as_slice()));
     assert!(
         rig.of("assistant/chunk")
             .iter()

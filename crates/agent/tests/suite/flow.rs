@@ -106,10 +106,7 @@ async fn item_14_assistant_message_cites_its_chunks_and_usage() {
     rig.prompt("hello").await;
     let chunks: Vec<u64> = rig.of("assistant/chunk").iter().map(|e| e.seq).collect();
     let message = &rig.of("assistant/message")[0];
-    assert_eq!(
-        message.source_event_seqs.as_deref(),
-        Some(chunks.as_slice())
-    );
+    assert_eq!(message.source_event_seqs(), Some(chunks.as_slice()));
     assert_eq!(
         message.data["usage"],
         json!({"inputTokens": 10, "outputTokens": 2})
@@ -152,7 +149,7 @@ async fn item_14_assistant_message_cites_its_chunks_and_usage() {
         .find(|e| e.kind == "assistant/message")
         .cloned()
         .unwrap();
-    assert_eq!(message.source_event_seqs, Some(vec![]));
+    assert_eq!(message.source_event_seqs(), Some(&[][..]));
     assert!(message.data.get("usage").is_none());
     assert_eq!(log.derive_messages().len(), 1);
 }
@@ -461,7 +458,7 @@ async fn item_23_steer_joins_the_running_turn_and_wakes_an_idle_agent() {
         .filter(|e| e.kind == "user/message" || e.kind == "step/start")
         .map(|e| {
             (
-                e.kind.clone(),
+                e.kind.to_string(),
                 if e.kind == "user/message" {
                     text(&e.data)
                 } else {
@@ -649,7 +646,7 @@ async fn item_29_additional_contexts_enter_after_all_results_in_call_order() {
             if e.kind == "user/message" {
                 format!("user:{}", text(&e.data))
             } else {
-                e.kind.clone()
+                e.kind.to_string()
             }
         })
         .collect();

@@ -78,7 +78,7 @@ async fn item_38_a_retry_decision_re_requests_in_the_same_step() {
     assert_eq!(rig.of("step/start").len(), 1);
     let chunks: Vec<u64> = rig.of("assistant/chunk").iter().map(|e| e.seq).collect();
     let message = &rig.of("assistant/message")[0];
-    assert_eq!(message.source_event_seqs.as_deref(), Some(&chunks[1..]));
+    assert_eq!(message.source_event_seqs(), Some(&chunks[1..]));
     assert_eq!(rig.turn_ends(), [json!({"kind": "completed"})]);
     assert_eq!(rig.adapter.requests().len(), 2);
 }

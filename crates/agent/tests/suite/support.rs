@@ -174,7 +174,7 @@ impl Rig {
 }
 
 pub fn kinds(log: &SessionLog) -> Vec<String> {
-    log.events().iter().map(|e| e.kind.clone()).collect()
+    log.events().iter().map(|e| e.kind.to_string()).collect()
 }
 
 pub async fn idle(agent: &AgentHandle) {

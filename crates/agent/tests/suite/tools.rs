@@ -68,7 +68,7 @@ async fn item_45_cancel_during_tools_commits_started_and_synthesizes_unstarted()
             result.data["error"],
             json!({"name": "AbortError", "code": "ABORTED_BEFORE_DISPATCH"})
         );
-        assert_eq!(result.source_event_seqs, Some(vec![call.seq]));
+        assert_eq!(result.source_event_seqs(), Some(&[call.seq][..]));
     }
     assert_eq!(rig.of("tool/call")[2].data["arguments"], "");
     assert_eq!(
@@ -88,7 +88,7 @@ async fn item_49_tool_call_precedes_pre_execute_and_is_cited() {
         .register(&rig.root, move |exec, next| {
             let last = log.last().unwrap();
             sink.lock().unwrap().push((
-                last.kind.clone(),
+                last.kind.to_string(),
                 last.data["callId"].clone(),
                 exec.call_id().to_owned(),
             ));
@@ -109,7 +109,7 @@ async fn item_49_tool_call_precedes_pre_execute_and_is_cited() {
         json!({"turn": 1, "step": 1, "callId": "c1", "name": "echo", "arguments": "{\"text\":\"a\"}"})
     );
     let result = &rig.of("tool/result")[0];
-    assert_eq!(result.source_event_seqs, Some(vec![call.seq]));
+    assert_eq!(result.source_event_seqs(), Some(&[call.seq][..]));
     let message = &result.data["message"];
     assert_eq!(message["source"], json!({"kind": "tool", "callId": "c1"}));
     assert_eq!(
@@ -225,7 +225,7 @@ async fn item_51_the_parallel_pool_is_bounded_and_exclusive_calls_are_barriers()
         .events()
         .iter()
         .filter(|e| e.kind == "tool/call" || e.kind == "tool/result")
-        .map(|e| e.kind.clone())
+        .map(|e| e.kind.to_string())
         .collect();
     let c4 = rig.of("tool/call")[3].seq;
     let results_before_c4 = rig.of("tool/result").iter().filter(|e| e.seq < c4).count();

@@ -77,7 +77,7 @@ impl EventLog {
             .log()
             .events()
             .iter()
-            .map(|e| (e.kind.clone(), e.data.value().clone()))
+            .map(|e| (e.kind.to_string(), e.data.value().clone()))
             .collect()
     }
     pub fn ids(&self) -> Vec<(String, String)> {

@@ -130,7 +130,7 @@ impl Rig {
         self.log()
             .events_since(from)
             .iter()
-            .map(|e| e.kind.clone())
+            .map(|e| e.kind.to_string())
             .filter(|k| k != "assistant/chunk")
             .collect()
     }

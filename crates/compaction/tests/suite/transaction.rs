@@ -96,9 +96,9 @@ async fn a_pressure_compaction_logs_the_bracket_before_the_entered_batch() {
     // E50.
     let mut sources = vec![start.seq, summary.seq];
     sources.extend(&shadowed);
-    assert_eq!(checkpoint.source_event_seqs, Some(sources));
+    assert_eq!(checkpoint.source_event_seqs(), Some(&sources[..]));
     assert_eq!(
-        serde_json::to_value(checkpoint.surface_op.unwrap()).unwrap(),
+        serde_json::to_value(checkpoint.surface_op().unwrap()).unwrap(),
         json!({"op": "replace", "start": shadowed[0], "end": last})
     );
     // E51.

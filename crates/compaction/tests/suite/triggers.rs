@@ -77,7 +77,7 @@ async fn pruning_alone_can_relieve_pressure_without_a_summary() {
     );
     let replacement = rig.log().get(prune.seq + 1).unwrap();
     assert_eq!(replacement.kind, "tool/result");
-    assert_eq!(replacement.source_event_seqs, Some(vec![original.seq]));
+    assert_eq!(replacement.source_event_seqs(), Some(&[original.seq][..]));
     let text = replacement.data["message"]["content"][0]["content"][0]["text"]
         .as_str()
         .unwrap()

@@ -185,7 +185,7 @@ impl Rig {
     pub fn skeleton(&self) -> Vec<String> {
         self.events()
             .iter()
-            .map(|e| e.kind.clone())
+            .map(|e| e.kind.to_string())
             .filter(|k| k != "assistant/chunk" && !k.starts_with("request/"))
             .collect()
     }

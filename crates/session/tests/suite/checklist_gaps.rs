@@ -134,7 +134,7 @@ fn item_09_only_seeded_sessions_get_an_end_seed_marker() {
             ..CreateOptions::default()
         })
         .unwrap();
-    let kinds: Vec<_> = seeded.events().iter().map(|e| e.kind.clone()).collect();
+    let kinds: Vec<_> = seeded.events().iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [kind::END_SEED]);
     assert_eq!(seeded.get(0).unwrap().seq, 0);
 

@@ -74,7 +74,7 @@ fn an_open_turn_is_closed_with_synthetic_results() {
         TOOL_NOT_STARTED_TEXT
     );
     assert_eq!(not_started.error.unwrap().code, "TOOL_NOT_STARTED");
-    assert_eq!(events[1].source_event_seqs, None);
+    assert_eq!(events[1].source_event_seqs(), None);
     assert_eq!(
         events[2].to_json_line(),
         format!(
@@ -132,7 +132,7 @@ fn an_open_turn_without_a_step_only_gets_its_turn_end() {
         .unwrap();
     drop(log);
     let log = store.resume("t").unwrap();
-    let kinds: Vec<String> = log.events().iter().map(|e| e.kind.clone()).collect();
+    let kinds: Vec<String> = log.events().iter().map(|e| e.kind.to_string()).collect();
     assert_eq!(kinds, ["turn/start", "turn/end", "session/end-seed"]);
 }
 
@@ -149,6 +149,10 @@ fn a_crash_mid_stream_closes_the_step_without_results() {
     user(&log, "hi");
     drop(log);
     let log = store.resume("m").unwrap();
-    let kinds: Vec<String> = log.events_since(3).iter().map(|e| e.kind.clone()).collect();
+    let kinds: Vec<String> = log
+        .events_since(3)
+        .iter()
+        .map(|e| e.kind.to_string())
+        .collect();
     assert_eq!(kinds, ["step/end", "turn/end", "session/end-seed"]);
 }

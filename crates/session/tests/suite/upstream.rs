@@ -78,12 +78,12 @@ fn check(path: &Path) -> usize {
     let surface_events = loaded
         .events
         .iter()
-        .filter(|e| e.surface_op.is_some())
+        .filter(|e| e.surface_op().is_some())
         .count();
     let replaced = loaded
         .events
         .iter()
-        .filter(|e| matches!(e.surface_op, Some(dsh_session::SurfaceOp::Replace { .. })))
+        .filter(|e| matches!(e.surface_op(), Some(dsh_session::SurfaceOp::Replace { .. })))
         .count();
     assert_eq!(log.surface_seqs().len(), surface_events - replaced);
     assert_eq!(log.replace_generation(), replaced as u64);

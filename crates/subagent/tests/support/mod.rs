@@ -312,7 +312,7 @@ impl Rig {
 }
 
 pub fn kinds(events: &[Arc<Event>]) -> Vec<String> {
-    events.iter().map(|e| e.kind.clone()).collect()
+    events.iter().map(|e| e.kind.to_string()).collect()
 }
 
 pub fn text(blocks: &[ContentBlock]) -> String {
