@@ -24,6 +24,7 @@ use crate::event::Event;
 use crate::event::SurfaceIntent;
 use crate::event::kind;
 use crate::header::SessionHeader;
+use crate::payload::Payload;
 use crate::sink::FileSink;
 use crate::surface::Surface;
 use crate::writer::Level;
@@ -363,7 +364,7 @@ impl SessionLog {
                 seq: state.events.len() as u64,
                 time: time.unwrap_or_else(|| (state.clock)()),
                 kind,
-                data: data.into(),
+                data: compact(data),
                 ignorable,
                 source_event_seqs,
                 surface_op,
@@ -573,6 +574,20 @@ impl SessionLog {
             Some(writer) => writer.blocking(upto, level),
             None => crate::writer::Blocking::ready(),
         }
+    }
+}
+
+/// An appended event's data as it is kept for the rest of the session: its compact JSON text
+/// (the bytes the writer puts in the file), the tree dropped. Nearly every event (a streamed
+/// chunk above all) is never read as a tree again; one that is builds it from the text on first
+/// use, as a loaded event does.
+fn compact(data: Value) -> Payload {
+    // Serialising a `Value` cannot fail.
+    let text = serde_json::to_string(&data).unwrap_or_default();
+    match Payload::from_text(text) {
+        Some(payload) => payload,
+        // Beyond the compact form's 4 GiB: keep the tree.
+        None => data.into(),
     }
 }
 
