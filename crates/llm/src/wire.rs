@@ -260,7 +260,10 @@ impl Slot {
             special,
         });
         if self.open.len() >= CHUNK_BYTES {
-            let full = std::mem::take(&mut self.open);
+            let mut full = std::mem::take(&mut self.open);
+            // The tail grew by doubling: a frozen chunk is kept for the whole session, so it
+            // gives back the up to half of its capacity it does not use.
+            full.shrink_to_fit();
             self.chunks.push(Bytes::from(full));
         }
     }

@@ -43,7 +43,7 @@ pub const SURFACE_KINDS: [&str; 3] = [
 
 /// Every event type a stored log may contain without `ignorable: true` (§1.4, §1.10). The
 /// most frequent types of a loop's log come first: interning a loaded event's type scans this.
-static KNOWN_KINDS: [&str; 44] = [
+static KNOWN_KINDS: [&str; 45] = [
     kind::ASSISTANT_CHUNK,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,

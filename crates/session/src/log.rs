@@ -25,6 +25,7 @@ use crate::event::Kind;
 use crate::event::SurfaceIntent;
 use crate::event::kind;
 use crate::header::SessionHeader;
+use crate::payload::Payload;
 use crate::sink::FileSink;
 use crate::surface::Surface;
 use crate::writer::Level;
@@ -362,7 +363,7 @@ impl SessionLog {
                 kind,
                 state.events.len() as u64,
                 time.unwrap_or_else(|| (state.clock)()),
-                data,
+                compact(data),
             )
             .with_ignorable(ignorable)
             .with_intent(surface);
@@ -571,6 +572,20 @@ impl SessionLog {
             Some(writer) => writer.blocking(upto, level),
             None => crate::writer::Blocking::ready(),
         }
+    }
+}
+
+/// An appended event's data as it is kept for the rest of the session: its compact JSON text
+/// (the bytes the writer puts in the file), the tree dropped. Nearly every event (a streamed
+/// chunk above all) is never read as a tree again; one that is builds it from the text on first
+/// use, as a loaded event does.
+fn compact(data: Value) -> Payload {
+    // Serialising a `Value` cannot fail.
+    let text = serde_json::to_string(&data).unwrap_or_default();
+    match Payload::from_text(text) {
+        Some(payload) => payload,
+        // Beyond the compact form's 4 GiB: keep the tree.
+        None => data.into(),
     }
 }
 

@@ -613,3 +613,36 @@ fn the_last_event_of_each_type_is_one_lookup() {
     log.append_ignorable("x/custom", json!({"n": 1})).unwrap();
     assert_eq!(log.last_of_kind("x/custom").unwrap().data, json!({"n": 1}));
 }
+
+#[test]
+fn an_appended_event_keeps_its_data_as_text_until_read_as_a_tree() {
+    let log = log();
+    let data = json!({"turn": 1, "step": 2, "nested": {"b": [1, 2.5, "x"], "a": null}});
+    let event = log.append("x/y", data.clone(), None).unwrap();
+    assert!(
+        !event.data.has_tree(),
+        "no tree is kept for an appended event"
+    );
+    assert_eq!(event.data.to_string(), data.to_string());
+    assert_eq!(
+        event.to_json_line(),
+        format!(r#"{{"type":"x/y","seq":0,"time":7,"data":{data}}}"#)
+    );
+    assert_eq!(event.turn_and_step(), (Some(1), Some(2)));
+    assert_eq!(event.data.decode::<Value>().unwrap(), data);
+    assert!(!event.data.has_tree(), "typed reads keep nothing");
+    assert_eq!(*event.data, data);
+    assert!(event.data.has_tree(), "a tree read builds it once");
+
+    let chunk = AssistantChunk {
+        turn: 1,
+        step: 1,
+        chunk: StreamChunk::TextDelta {
+            index: 0,
+            text: "hé \"quoted\"".into(),
+        },
+    };
+    let event = log.append_data(&chunk, None).unwrap();
+    assert!(!event.data.has_tree());
+    assert_eq!(event.decode::<AssistantChunk>().unwrap().unwrap(), chunk);
+}

@@ -70,6 +70,23 @@ impl Payload {
         })
     }
 
+    /// A payload kept as `text`, the compact JSON of a lossless `Value` (an appended event's data):
+    /// a live event then costs its text, like a loaded one, instead of a tree about ten times
+    /// that size that nothing reads again. `None` when the text does not fit the compact form.
+    pub(crate) fn from_text(mut text: String) -> Option<Self> {
+        // `to_string` grows its buffer by doubling; the text is kept for the whole session.
+        if text.capacity() - text.len() > text.len() / 8 {
+            text.shrink_to_fit();
+        }
+        let len = text.len();
+        Self::stored(&Arc::new(text), 0, len)
+    }
+
+    /// `true` once the tree exists (built from the text, or the payload was made from one).
+    pub(crate) fn has_tree(&self) -> bool {
+        self.built().is_some()
+    }
+
     /// The tree, when it has been built (or the payload was made from one).
     fn built(&self) -> Option<&Value> {
         self.tree.get()

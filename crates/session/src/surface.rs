@@ -304,8 +304,26 @@ fn check_request_header(event: &Event) -> Result<(), SessionError> {
     if event.kind != kind::REQUEST_HEADER {
         return Ok(());
     }
-    let config = event.data.get("header").and_then(|h| h.get("config"));
-    let has = |f: &str| config.and_then(|c| c.get(f)).is_some_and(Value::is_string);
+    /// `header.config`, read from the stored text without building (and caching) the tree.
+    #[derive(Deserialize)]
+    struct Header {
+        header: Option<Config>,
+    }
+    #[derive(Deserialize)]
+    struct Config {
+        config: Option<serde_json::Map<String, Value>>,
+    }
+    let config = match event.data.is_object() {
+        true => event.data.decode::<Header>().ok(),
+        false => None,
+    };
+    let config = config.and_then(|h| h.header).and_then(|h| h.config);
+    let has = |f: &str| {
+        config
+            .as_ref()
+            .and_then(|c| c.get(f))
+            .is_some_and(Value::is_string)
+    };
     if has("provider") && has("model") {
         Ok(())
     } else {
