@@ -83,6 +83,7 @@ impl Payload {
     }
 
     /// `true` once the tree exists (built from the text, or the payload was made from one).
+    #[cfg(test)]
     pub(crate) fn has_tree(&self) -> bool {
         self.built().is_some()
     }
