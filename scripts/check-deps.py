@@ -3,8 +3,10 @@
 
 1. Layering: the crate table of docs/architecture.md lists every crate; a crate may depend
    (normal and build dependencies) only on dsh crates listed above it.
-2. No unused dependency: every dependency a crate declares (normal, dev, build) is named in
-   its sources (src/, tests/, benches/, examples/, build.rs).
+2. No unused dependency: every dependency a crate declares is named in its sources: a normal
+   or build dependency in the code it builds (src/, build.rs), a dev-dependency anywhere
+   (also tests/, benches/, examples/). A normal dependency only tests name belongs in
+   [dev-dependencies].
 3. No unused workspace dependency: every `[workspace.dependencies]` entry is used by a crate.
 
 Exits 1 with one line per problem.
@@ -34,9 +36,9 @@ def table_order():
     return ranks
 
 
-def sources(crate_dir):
+def sources(crate_dir, subs=("src", "tests", "benches", "examples")):
     files = []
-    for sub in ("src", "tests", "benches", "examples"):
+    for sub in subs:
         files.extend((crate_dir / sub).rglob("*.rs"))
     build = crate_dir / "build.rs"
     if build.exists():
@@ -81,6 +83,7 @@ def main():
             )
             continue
         text = sources(crate_dir)
+        built = sources(crate_dir, ("src",))
         for section in ("dependencies", "build-dependencies", "dev-dependencies"):
             for name, dep_package in declared(manifest, section).items():
                 used_anywhere.add(name)
@@ -96,6 +99,12 @@ def main():
                     continue
                 if not re.search(rf"\b{re.escape(ident)}\b", text):
                     problems.append(f"{package}: [{section}] {name} is never used")
+                elif section != "dev-dependencies" and not re.search(
+                    rf"\b{re.escape(ident)}\b", built
+                ):
+                    problems.append(
+                        f"{package}: [{section}] {name} is only used by tests (move it to [dev-dependencies])"
+                    )
     for name, spec in workspace.get("workspace", {}).get("dependencies", {}).items():
         # Our own crates are declared here so members can name them; one may wait for users.
         if isinstance(spec, dict) and "path" in spec:

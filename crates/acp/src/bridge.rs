@@ -534,13 +534,11 @@ impl Bridge {
             return Err(invalid_params(format!("unknown value for {id}: {value}")));
         }
         {
+            // Logged (`model/selected`), so `session/load` and resume keep it.
             let mut choice = lock(&session.model);
-            if let Some(previous) = choice.switch.take() {
-                previous.dispose();
-            }
-            if value != session.agent.model() {
-                choice.switch = Some(dsh_agent::switch_model(&session.agent, &value));
-            }
+            self.host
+                .set_model(&session.agent, &value)
+                .map_err(crate::error::Failure::into_rpc)?;
             choice.current = value;
         }
         Ok(SetSessionConfigOptionResponse::new(

@@ -220,6 +220,13 @@ impl AcpHost {
         })
     }
 
+    /// Switches `agent`'s model from its next request, durably (see `dsh_host::model_choice`).
+    pub(crate) fn set_model(&self, agent: &AgentHandle, model: &str) -> Result<(), Failure> {
+        self.sessions
+            .set_model(agent, model)
+            .map_err(|error| Failure::internal(format!("{error:#}")))
+    }
+
     /// The models a session may switch to (its `model` config option).
     pub(crate) fn models(&self) -> Vec<String> {
         self.sessions.models()

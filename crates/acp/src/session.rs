@@ -62,7 +62,6 @@ pub(crate) struct ClientView {
 /// The session's `model` config option.
 pub(crate) struct ModelChoice {
     pub(crate) current: String,
-    pub(crate) switch: Option<Disposer>,
 }
 
 /// The one in-flight prompt of a session.
@@ -254,8 +253,8 @@ pub(crate) struct Session {
     pub(crate) cwd: PathBuf,
     pub(crate) agent: AgentHandle,
     pub(crate) modes: Arc<Mutex<Option<ModeState>>>,
-    /// The model the session's requests use, and the switch that makes it so (`None` until
-    /// `session/set_config_option` picks one; disposing it returns to the configured one).
+    /// The model the session's requests use (`session/set_config_option` switches it through
+    /// the host, which logs it so `session/load` keeps it).
     pub(crate) model: Mutex<ModelChoice>,
     pub(crate) slot: Mutex<Option<PromptSlot>>,
     /// Message id → turn that claimed it (from `agent/inbox/claimed`).
@@ -417,7 +416,7 @@ impl Session {
             );
         }
         let commands = dsh_commands::CommandRegistry::of(agent.scope());
-        let current_model = agent.model().to_owned();
+        let current_model = dsh_host::model_choice::current(&agent);
         Ok(Arc::new_cyclic(|me: &std::sync::Weak<Self>| {
             if let Some(registry) = &commands {
                 // `commands/change`: every live session re-announces what it offers.
@@ -435,7 +434,6 @@ impl Session {
                 agent,
                 model: Mutex::new(ModelChoice {
                     current: current_model,
-                    switch: None,
                 }),
                 modes,
                 slot: Mutex::new(None),

@@ -6,9 +6,7 @@ use dsh_acp::BridgeConfig;
 
 pub fn run() -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = crate::host::runtime()?;
     let code = runtime.block_on(async move {
         let host = crate::host::start(&cwd, crate::host::overrides()).await?;
         let _watch = host.watch_and_log();

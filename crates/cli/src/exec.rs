@@ -1,14 +1,10 @@
 //! `dsh exec "task"`: argv → configuration → host → the headless front-end
 //! (`dsh_headless::exec`, which owns the turn, its outputs and exit statuses).
 
-use std::io::IsTerminal;
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-
-pub use dsh_headless::exec::Target;
+use dsh_headless::exec::Target;
 use dsh_host::Overrides;
 
 /// `--output`.
@@ -59,60 +55,42 @@ pub enum Approval {
     Never,
 }
 
+// `dsh exec`'s arguments (its one definition: the doc comments are its `--help`).
+#[derive(Debug, clap::Args)]
 pub struct ExecArgs {
+    /// The task (words are joined with spaces; `-` reads it from stdin).
     pub task: Vec<String>,
+    /// The working directory of the session (default: the current folder).
+    #[arg(long, short = 'C')]
     pub cwd: Option<PathBuf>,
+    /// The model id to use (default from config: deepseek-v4-flash).
+    #[arg(long, short = 'm')]
     pub model: Option<String>,
-    pub output: Output,
+    /// The sandbox for this run's tool calls.
+    #[arg(long, short = 's', value_enum)]
     pub sandbox: Option<Sandbox>,
+    /// What a call that needs approval does (nobody can answer headless).
+    #[arg(long, short = 'a', value_enum)]
     pub approval: Option<Approval>,
-    /// `-c key=value`, any configuration key.
+    /// Set any configuration key for this run (`-c model.reasoning_effort=low`).
+    #[arg(long = "config", short = 'c', value_name = "KEY=VALUE")]
     pub config: Vec<String>,
-    pub target: Target,
-    /// `-o/--output-last-message FILE`.
-    pub last_message: Option<PathBuf>,
-}
-
-/// The session's folder: `--cwd` (an existing directory) or the current one, made absolute.
-/// Checked before anything is created, so a bad folder leaves no session behind.
-pub fn checked_cwd(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    let Some(cwd) = cwd else {
-        return std::env::current_dir().context("cannot read the current directory");
-    };
-    match std::fs::metadata(&cwd) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => anyhow::bail!("--cwd {}: not a directory", cwd.display()),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            anyhow::bail!("--cwd {}: no such directory", cwd.display())
-        }
-        Err(error) => anyhow::bail!("--cwd {}: {error}", cwd.display()),
-    }
-    cwd.canonicalize()
-        .with_context(|| format!("--cwd {}", cwd.display()))
-}
-
-/// The task: the words given, or stdin for `-` (or no words with stdin piped in).
-fn task_text(words: &[String]) -> anyhow::Result<String> {
-    let from_stdin = match words {
-        [] => !std::io::stdin().is_terminal(),
-        [dash] => dash == "-",
-        _ => false,
-    };
-    let task = if from_stdin {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read the task from stdin")?;
-        text
-    } else {
-        words.join(" ")
-    };
-    if task.trim().is_empty() {
-        anyhow::bail!(
-            "a task is required, for example: dsh exec \"run the tests\" (or pipe it in: echo \"run the tests\" | dsh exec)"
-        );
-    }
-    Ok(task)
+    /// Continue the stored session ID.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["continue_last", "fork"])]
+    pub resume: Option<String>,
+    /// Continue the newest session of this folder.
+    #[arg(long = "continue", conflicts_with = "fork")]
+    pub continue_last: bool,
+    /// Start a new session from a copy of session ID's conversation.
+    #[arg(long, value_name = "ID")]
+    pub fork: Option<String>,
+    /// `text` prints the answer; `stream-json` every session event, then a result line;
+    /// `json` one object at the end.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+    /// Also write the final answer to FILE.
+    #[arg(long = "output-last-message", short = 'o', value_name = "FILE")]
+    pub output_last_message: Option<PathBuf>,
 }
 
 /// The command-line overrides as configuration values.
@@ -141,37 +119,24 @@ fn overrides_of(args: &ExecArgs) -> anyhow::Result<Overrides> {
 
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     // Everything that can be wrong with the command line fails here, before a session exists.
-    let cwd = checked_cwd(args.cwd.clone())?;
-    let task = task_text(&args.task)?;
+    let cwd = crate::host::checked_cwd(args.cwd.clone())?;
+    let task = dsh_headless::exec::task(&args.task)?;
     let overrides = overrides_of(&args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
+    let run = dsh_headless::exec::ExecRun {
+        task,
+        output: args.output.into(),
+        last_message: args.output_last_message,
+        progress: crate::out::stderr_is_terminal(),
+    };
+    crate::host::runtime()?.block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
-        let sessions = host.sessions();
-        let agent = match dsh_headless::exec::open(&sessions, &cwd, &args.target) {
-            Ok(agent) => agent,
-            Err(error) => {
-                host.shutdown();
-                return Err(error.into());
-            }
+        let io = crate::out::io();
+        let target = match (args.resume, args.continue_last, args.fork) {
+            (Some(id), _, _) => Target::Resume(id),
+            (None, true, _) => Target::Continue,
+            (None, false, Some(id)) => Target::Fork(id),
+            (None, false, None) => Target::New,
         };
-        let run = dsh_headless::exec::ExecRun {
-            task,
-            output: args.output.into(),
-            last_message: args.last_message,
-            progress: crate::out::stderr_is_terminal(),
-        };
-        // SIGINT, SIGTERM, SIGHUP: tool processes are killed at once, the turn is cancelled,
-        // the log closed, and the exit code says which signal it was.
-        let mut stops = dsh_headless::signals::listen()?;
-        let stop = async move { stops.first().await };
-        let ended = dsh_headless::exec::run(&sessions, agent, run, &crate::out::io(), stop).await?;
-        host.shutdown();
-        Ok(match ended.stopped {
-            Some(stop) => stop.exit_code(),
-            None => ExitCode::from(ended.code),
-        })
+        Ok(dsh_headless::exec::main(&host, &cwd, &target, run, &io).await?)
     })
 }

@@ -1,14 +1,16 @@
-//! Configuration → host: the one place the binary builds a [`Host`].
+//! Configuration → host: the one place the binary loads the configuration and builds a
+//! [`Host`], and the commands that only print what `dsh-host` renders (`dsh config show`,
+//! `dsh tools`, `dsh trust`).
 
 use std::path::Path;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 use dsh_host::Config;
 use dsh_host::Host;
-use dsh_host::HostOptions;
 use dsh_host::Overrides;
 
 static TRUST_PROJECT: AtomicBool = AtomicBool::new(false);
@@ -30,7 +32,13 @@ pub fn overrides() -> Overrides {
 /// stderr.
 pub fn load(cwd: &Path, overrides: &Overrides) -> anyhow::Result<Config> {
     let config = Config::load(cwd, overrides)?;
-    crate::trust::print_notice(config.project.as_ref());
+    if let Some(notice) = config
+        .project
+        .as_ref()
+        .and_then(dsh_host::ProjectLayer::notice)
+    {
+        note!("{notice}");
+    }
     Ok(config)
 }
 
@@ -38,14 +46,14 @@ pub fn load(cwd: &Path, overrides: &Overrides) -> anyhow::Result<Config> {
 /// (MCP servers). Must run inside a tokio runtime.
 pub async fn start(cwd: &Path, overrides: Overrides) -> anyhow::Result<Host> {
     let config = load(cwd, &overrides)?;
-    let mut options = HostOptions::new(config);
-    options.overrides = overrides;
-    let host = Host::build(options)?;
-    if let Err(error) = host.start().await {
-        host.shutdown();
-        return Err(error.into());
-    }
-    Ok(host)
+    Ok(Host::launch(config, overrides).await?)
+}
+
+/// The runtime of the commands that drive a host.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }
 
 /// The named directory, or the current one.
@@ -54,4 +62,63 @@ pub fn cwd_or_current(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
         Some(cwd) => Ok(cwd),
         None => std::env::current_dir().context("cannot read the current directory"),
     }
+}
+
+/// The session's folder: `--cwd` (an existing directory) or the current one, made absolute.
+/// Checked before anything is created, so a bad folder leaves no session behind.
+pub fn checked_cwd(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    let Some(cwd) = cwd else {
+        return std::env::current_dir().context("cannot read the current directory");
+    };
+    match std::fs::metadata(&cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => anyhow::bail!("--cwd {}: not a directory", cwd.display()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("--cwd {}: no such directory", cwd.display())
+        }
+        Err(error) => anyhow::bail!("--cwd {}: {error}", cwd.display()),
+    }
+    cwd.canonicalize()
+        .with_context(|| format!("--cwd {}", cwd.display()))
+}
+
+/// `dsh config show [--json]`.
+pub fn config_show(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let config = load(&cwd_or_current(cwd)?, &overrides())?;
+    let text = dsh_host::show::command(&config, &dsh_host::builtin_plugins(), json)?;
+    crate::out::stdout(format_args!("{text}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh tools [--json]`: the host started (MCP servers connected), so their tools are listed as
+/// the model gets them.
+pub fn tools(json: bool, cwd: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let cwd = cwd_or_current(cwd)?;
+    let schemas = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            let host = start(&cwd, overrides()).await?;
+            let schemas = host.sessions().catalog(&cwd).await;
+            host.shutdown();
+            anyhow::Ok(schemas?)
+        })?;
+    crate::out::stdout(format_args!("{}", dsh_host::show::tools(&schemas, json)?))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh trust [PATH] [--revoke]`.
+pub fn trust(folder: Option<PathBuf>, revoke: bool) -> anyhow::Result<ExitCode> {
+    let home = dsh_host::config::dsh_home()?;
+    let folder = match folder {
+        Some(folder) => folder,
+        None => std::env::current_dir()?,
+    };
+    let trust = if revoke {
+        dsh_host::trust::Trust::Untrusted
+    } else {
+        dsh_host::trust::Trust::Trusted
+    };
+    say!("{}", dsh_host::trust::command(&home, &folder, trust)?)?;
+    Ok(ExitCode::SUCCESS)
 }

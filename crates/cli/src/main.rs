@@ -25,8 +25,6 @@ mod host;
 mod mcp_cmd;
 mod out;
 mod sessions;
-mod tools_cmd;
-mod trust;
 mod tui;
 
 use std::path::PathBuf;
@@ -67,41 +65,7 @@ struct Cli {
 enum Command {
     /// Run one task headless and print the final answer (the task from stdin with `-` or
     /// when piped in).
-    Exec {
-        /// The task (words are joined with spaces; `-` reads it from stdin).
-        task: Vec<String>,
-        /// The working directory of the session (default: the current folder).
-        #[arg(long, short = 'C')]
-        cwd: Option<PathBuf>,
-        /// The model id to use (default from config: deepseek-v4-flash).
-        #[arg(long, short = 'm')]
-        model: Option<String>,
-        /// The sandbox for this run's tool calls.
-        #[arg(long, short = 's', value_enum)]
-        sandbox: Option<exec::Sandbox>,
-        /// What a call that needs approval does (nobody can answer headless).
-        #[arg(long, short = 'a', value_enum)]
-        approval: Option<exec::Approval>,
-        /// Set any configuration key for this run (`-c model.reasoning_effort=low`).
-        #[arg(long = "config", short = 'c', value_name = "KEY=VALUE")]
-        config: Vec<String>,
-        /// Continue the stored session ID.
-        #[arg(long, value_name = "ID", conflicts_with_all = ["continue_last", "fork"])]
-        resume: Option<String>,
-        /// Continue the newest session of this folder.
-        #[arg(long = "continue", conflicts_with = "fork")]
-        continue_last: bool,
-        /// Start a new session from a copy of session ID's conversation.
-        #[arg(long, value_name = "ID")]
-        fork: Option<String>,
-        /// `text` prints the answer; `stream-json` every session event, then a result line;
-        /// `json` one object at the end.
-        #[arg(long, value_enum, default_value = "text")]
-        output: exec::Output,
-        /// Also write the final answer to FILE.
-        #[arg(long = "output-last-message", short = 'o', value_name = "FILE")]
-        output_last_message: Option<PathBuf>,
-    },
+    Exec(exec::ExecArgs),
     /// Reopen a stored session in the interactive UI (default: the newest one of this folder).
     Resume {
         /// The session id.
@@ -231,7 +195,7 @@ fn main() -> ExitCode {
     }
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
     init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
-    dsh_tool_shell::guard::set_program(guard_program());
+    dsh_tool_shell::guard::set_program(dsh_tool_shell::guard::installed_or_self());
     let result = match cli.command {
         None => tui::run(tui::TuiArgs {
             start: dsh_tui::Start::New,
@@ -245,35 +209,8 @@ fn main() -> ExitCode {
             cwd,
             model,
         }),
-        Some(Command::Exec {
-            task,
-            cwd,
-            model,
-            sandbox,
-            approval,
-            config,
-            resume,
-            continue_last,
-            fork,
-            output,
-            output_last_message,
-        }) => exec::run(exec::ExecArgs {
-            task,
-            cwd,
-            model,
-            output,
-            sandbox,
-            approval,
-            config,
-            target: match (resume, continue_last, fork) {
-                (Some(id), _, _) => exec::Target::Resume(id),
-                (None, true, _) => exec::Target::Continue,
-                (None, false, Some(id)) => exec::Target::Fork(id),
-                (None, false, None) => exec::Target::New,
-            },
-            last_message: output_last_message,
-        }),
-        Some(Command::Tools { json, cwd }) => tools_cmd::run(json, cwd),
+        Some(Command::Exec(args)) => exec::run(args),
+        Some(Command::Tools { json, cwd }) => host::tools(json, cwd),
         Some(Command::Acp) => acp::run(),
         Some(Command::Mcp {
             command: McpCommand::List { json },
@@ -295,10 +232,8 @@ fn main() -> ExitCode {
         }) => sessions::export(&id, output),
         Some(Command::Config {
             command: ConfigCommand::Show { cwd, json },
-        }) => config_show(cwd, json),
-        Some(Command::Trust { path, revoke }) => dsh_host::config::dsh_home()
-            .map_err(anyhow::Error::from)
-            .and_then(|home| trust::command(&home, path, revoke)),
+        }) => host::config_show(cwd, json),
+        Some(Command::Trust { path, revoke }) => host::trust(path, revoke),
     };
     // A log still open somewhere (a task the runtime did not get to drop) may have queued
     // events its writer thread has not written yet; exiting must not lose them.
@@ -310,26 +245,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The guard of unconfined tool commands: the `dsh-tool-guard` executable installed next to
-/// this binary; without it, this binary re-executed (same guarantees, but each command then
-/// starts the whole harness binary: a few ms of CPU more per call). `/proc/self/exe` still
-/// runs the binary that is running even after it was replaced on disk.
-fn guard_program() -> PathBuf {
-    let exe = std::env::current_exe();
-    if let Some(guard) = exe.as_deref().ok().and_then(dsh_tool_guard::next_to) {
-        return guard;
-    }
-    tracing::info!(
-        "no `{}` next to the dsh binary; unconfined commands are guarded by dsh itself",
-        dsh_tool_guard::BINARY_NAME
-    );
-    let proc_exe = PathBuf::from("/proc/self/exe");
-    if proc_exe.exists() {
-        return proc_exe;
-    }
-    exe.unwrap_or(proc_exe)
 }
 
 fn init_tracing(to_file: bool) {
@@ -362,28 +277,4 @@ fn init_tracing(to_file: bool) {
             .with_writer(|| out::QuietStderr)
             .try_init(),
     };
-}
-
-fn config_show(cwd: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
-    let cwd = host::cwd_or_current(cwd)?;
-    let config = host::load(&cwd, &host::overrides())?;
-    let table = dsh_host::builtin_plugins();
-    if json {
-        let value = dsh_host::show::render_json(&config, &table)?;
-        say!("{}", serde_json::to_string_pretty(&value)?)?;
-    } else {
-        out::stdout(format_args!(
-            "{}",
-            dsh_host::show::render_toml(&config, &table)?
-        ))?;
-        if let Some(project) = &config.project {
-            let trust = if project.trusted {
-                "trusted"
-            } else {
-                "not trusted"
-            };
-            say!("# project folder: {} ({trust})", project.folder.display())?;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }

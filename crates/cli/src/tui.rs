@@ -16,7 +16,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         note!("{}", dsh_tui::NOT_A_TERMINAL);
         return Ok(ExitCode::from(2));
     }
-    let cwd = crate::exec::checked_cwd(args.cwd)?;
+    let cwd = crate::host::checked_cwd(args.cwd)?;
     let mut overrides = crate::host::overrides();
     if let Some(model) = args.model {
         overrides.set("model.name", model);
@@ -31,10 +31,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         other => other,
     };
     let prompt = args.prompt;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
+    crate::host::runtime()?.block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
         let _watch = host.watch_and_log();
         let app = dsh_tui::TuiApp {

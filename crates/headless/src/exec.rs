@@ -2,13 +2,17 @@
 //! (text), the session events as JSON lines followed by one `result` line (stream-json), or one
 //! JSON object (json). stderr gets the session id, progress notes when asked for, and failures.
 
+use std::io::IsTerminal;
+use std::io::Read;
 use std::path::Path;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::CancelCause;
 use dsh_agent::TurnEndReason;
+use dsh_host::Host;
 use dsh_host::NewSession;
 use dsh_host::SessionHost;
 use dsh_protocol::TokenUsage;
@@ -42,6 +46,58 @@ pub enum Target {
     Continue,
     /// `--fork ID`: a new session starting from a copy of ID's conversation.
     Fork(String),
+}
+
+/// The task: the words given, or stdin for `-` (or no words with stdin piped in). Read before
+/// anything is created, so a missing task leaves no session behind.
+pub fn task(words: &[String]) -> Result<String, HeadlessError> {
+    let from_stdin = match words {
+        [] => !std::io::stdin().is_terminal(),
+        [dash] => dash == "-",
+        _ => false,
+    };
+    let task = if from_stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| HeadlessError::context("cannot read the task from stdin", e))?;
+        text
+    } else {
+        words.join(" ")
+    };
+    if task.trim().is_empty() {
+        return Err(HeadlessError::Invalid(
+            "a task is required, for example: dsh exec \"run the tests\" (or pipe it in: echo \"run the tests\" | dsh exec)".to_owned(),
+        ));
+    }
+    Ok(task)
+}
+
+/// `dsh exec` on a started host: opens the target session, runs the turn until it ends or a
+/// stop signal (SIGINT, SIGTERM, SIGHUP: tool processes are killed at once, the turn is
+/// cancelled, the log closed) and shuts the host down. The exit status is the ending's, or
+/// 128 + the signal number.
+pub async fn main(
+    host: &Host,
+    cwd: &Path,
+    target: &Target,
+    run: ExecRun,
+    io: &Io,
+) -> Result<ExitCode, HeadlessError> {
+    let sessions = host.sessions();
+    let ended = async {
+        let agent = open(&sessions, cwd, target)?;
+        let mut stops = crate::signals::listen().map_err(HeadlessError::Io)?;
+        let stop = async move { stops.first().await };
+        self::run(&sessions, agent, run, io, stop).await
+    }
+    .await;
+    host.shutdown();
+    let ended = ended?;
+    Ok(match ended.stopped {
+        Some(stop) => stop.exit_code(),
+        None => ExitCode::from(ended.code),
+    })
 }
 
 /// The agent the task goes to.

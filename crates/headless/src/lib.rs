@@ -4,8 +4,9 @@
 //! its end, the `text` / `stream-json` / `json` outputs with delegated children's events on the
 //! same stream, the usage and context-fill summary, the exit status of each ending), what
 //! stands in for a person ([`approval`]: refused approvals with the flag that allows them,
-//! one-line progress notes), `dsh mcp serve` ([`mcp_serve`]: one session's tools over stdio
-//! MCP), stored sessions as text ([`sessions`]: the `dsh sessions list` table), and the stop
+//! one-line progress notes), `dsh mcp list` ([`mcp_list`]: the configured servers probed once),
+//! `dsh mcp serve` ([`mcp_serve`]: one session's tools over stdio MCP), stored sessions
+//! ([`sessions`]: the `dsh sessions list` table, `show --json`, `rm`, `export`), and the stop
 //! signals of `dsh exec` and `dsh acp` ([`signals`]: tool processes killed at the first).
 //! Does not own: argv, the configuration, the composition (`dsh-host`).
 //! Writes: stdout lines only through the [`Io`] the binary hands in (so a closed pipe is the
@@ -15,6 +16,7 @@
 pub mod approval;
 pub mod children;
 pub mod exec;
+pub mod mcp_list;
 pub mod mcp_serve;
 pub mod sessions;
 pub mod signals;

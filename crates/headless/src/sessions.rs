@@ -109,6 +109,28 @@ pub fn list_lines(store: &dyn SessionStore, now: u64) -> Result<Vec<String>, Hea
     Ok(lines)
 }
 
+/// The stored session `text` names (its full id or a unique prefix), loaded with crash repair
+/// computed: its full id and contents (`dsh sessions show`).
+pub fn load(
+    store: &dyn SessionStore,
+    text: &str,
+) -> Result<(String, LoadedSession), HeadlessError> {
+    let id = dsh_host::stored::resolve(store, text)?;
+    let loaded = store
+        .load(&id)
+        .map_err(|e| HeadlessError::context(format!("cannot load session {id}"), e))?;
+    Ok((id, loaded))
+}
+
+/// `dsh sessions rm`: deletes the stored session `text` names; the confirmation line.
+pub fn remove(store: &dyn SessionStore, text: &str) -> Result<String, HeadlessError> {
+    let id = dsh_host::stored::resolve(store, text)?;
+    store
+        .remove(&id)
+        .map_err(|e| HeadlessError::context(format!("cannot remove session {id}"), e))?;
+    Ok(format!("removed session {id}"))
+}
+
 /// `dsh sessions show --json`: the events as JSON lines, crash repair shown as it would be
 /// applied.
 pub fn json_lines(loaded: &LoadedSession) -> impl Iterator<Item = String> + '_ {
@@ -119,8 +141,18 @@ pub fn json_lines(loaded: &LoadedSession) -> impl Iterator<Item = String> + '_ {
         .chain(loaded.repair.iter().map(|e| e.to_json_line()))
 }
 
-/// `dsh sessions export`: the session's raw log and its descendants' logs as one ZIP archive.
-pub fn export(store: dsh_session::JsonlStore, id: &str) -> Result<Vec<u8>, HeadlessError> {
+/// `dsh sessions export`: the session `text` names (its full id or a unique prefix) with its
+/// descendants' logs as one ZIP archive; its full id and the archive.
+pub fn export(
+    store: dsh_session::JsonlStore,
+    text: &str,
+) -> Result<(String, Vec<u8>), HeadlessError> {
+    let id = dsh_host::stored::resolve(&store, text)?;
+    let bytes = archive(store, &id)?;
+    Ok((id, bytes))
+}
+
+fn archive(store: dsh_session::JsonlStore, id: &str) -> Result<Vec<u8>, HeadlessError> {
     let query = dsh_session_query::SessionQuery::new(
         Some(store),
         dsh_session_query::IndexConfig {

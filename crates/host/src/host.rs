@@ -291,10 +291,12 @@ impl Host {
                     Ok(mounted) => Some(mounted),
                     Err(source) => {
                         root.dispose();
-                        return Err(HostError::Plugin {
-                            plugin: spec.name.to_owned(),
+                        let error = crate::validate::refused(
+                            &lock(&host.inner.state).config,
+                            &spec,
                             source,
-                        });
+                        );
+                        return Err(HostError::Config(ConfigErrors(vec![error])));
                     }
                 }
             } else {
@@ -319,6 +321,20 @@ impl Host {
             .wait()
             .await
             .map_err(|(plugin, message)| HostError::Startup { plugin, message })
+    }
+
+    /// Builds the host the binary runs from a loaded configuration (`overrides`: what it was
+    /// loaded with, reused by reloads) and waits for its start-up work; a start-up failure
+    /// shuts it down again. Must be called inside a tokio runtime.
+    pub async fn launch(config: Config, overrides: Overrides) -> Result<Self, HostError> {
+        let mut options = HostOptions::new(config);
+        options.overrides = overrides;
+        let host = Self::build(options)?;
+        if let Err(error) = host.start().await {
+            host.shutdown();
+            return Err(error);
+        }
+        Ok(host)
     }
 
     /// The session API for front-ends.
@@ -505,7 +521,10 @@ impl Host {
                     row.state = next;
                     changed.push(name);
                 }
-                Err(error) => failed.push((name, error.to_string())),
+                Err(error) => {
+                    let error = crate::validate::refused(&config, &row.spec, error);
+                    failed.push((name, error.to_string()));
+                }
             }
         }
         state.core = checked.core;
@@ -750,9 +769,23 @@ impl SessionHost {
             |agent: &AgentHandle| -> Result<(), HostError> {
                 agent.scope().provide(context.clone())?;
                 sessions.open(agent, context.clone())?;
+                if resumed {
+                    crate::model_choice::restore(agent)?;
+                }
                 Ok(())
             },
         )
+    }
+
+    /// Switches `agent`'s model from its next request (ACP's `model` config option), logged as
+    /// `model/selected` so resuming or forking the session keeps it.
+    pub fn set_model(&self, agent: &AgentHandle, model: &str) -> Result<(), HostError> {
+        crate::model_choice::select(agent, model)
+    }
+
+    /// The model `agent`'s next request uses: the one selected last, else the configured one.
+    pub fn current_model(&self, agent: &AgentHandle) -> String {
+        crate::model_choice::current(agent)
     }
 
     /// Stored sessions, newest first.
@@ -845,6 +878,15 @@ impl SessionHost {
         };
         schemas.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(schemas)
+    }
+
+    /// `dsh tools`: the catalog a new session in `cwd` would be offered, from a preview that
+    /// persists nothing.
+    pub async fn catalog(&self, cwd: &Path) -> Result<Vec<ToolSchema>, HostError> {
+        let agent = self.preview(cwd)?;
+        let schemas = self.offered_tools(&agent);
+        agent.dispose().await;
+        schemas
     }
 
     /// The host's services (plugins' registries, the model adapter, host facts).

@@ -1,5 +1,5 @@
 //! `dsh config show`: the effective configuration, validated, as TOML with the layer each key
-//! came from, or as JSON for machines.
+//! came from, or as JSON for machines; and the `dsh tools` catalog as text.
 
 use std::fmt::Write;
 
@@ -68,6 +68,45 @@ fn overlay(tree: &mut Map<String, Value>, key: &str, value: Value) {
             tree.insert(key.to_owned(), value);
         }
     }
+}
+
+/// What `dsh config show` prints: [`render_json`] pretty-printed (`json`), or [`render_toml`]
+/// followed by the project folder and whether it is trusted.
+pub fn command(config: &Config, table: &[PluginSpec], json: bool) -> Result<String, ConfigErrors> {
+    if json {
+        let value = render_json(config, table)?;
+        // A `Value` always serialises; the compact form is the fallback of a fallback.
+        let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+        return Ok(format!("{text}\n"));
+    }
+    let mut out = render_toml(config, table)?;
+    if let Some(project) = &config.project {
+        let trust = if project.trusted {
+            "trusted"
+        } else {
+            "not trusted"
+        };
+        let _ = writeln!(
+            out,
+            "# project folder: {} ({trust})",
+            project.folder.display()
+        );
+    }
+    Ok(out)
+}
+
+/// `dsh tools`: the offered tools as JSON (exactly the schemas sent to the model), or one line
+/// each: the name padded to 20 columns and the description's first sentence.
+pub fn tools(schemas: &[dsh_protocol::ToolSchema], json: bool) -> serde_json::Result<String> {
+    if json {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(schemas)?));
+    }
+    let mut out = String::new();
+    for schema in schemas {
+        let summary = schema.description.split(". ").next().unwrap_or_default();
+        let _ = writeln!(out, "{:<20} {summary}", schema.name);
+    }
+    Ok(out)
 }
 
 /// The effective configuration as TOML, each key followed by its layer (and file:line).

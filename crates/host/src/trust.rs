@@ -232,6 +232,21 @@ pub fn record(home: &Path, folder: &Path, trust: Trust) -> Result<PathBuf, Trust
     Ok(file)
 }
 
+/// `dsh trust [FOLDER] [--revoke]`: records the decision for `folder` (an existing folder) and
+/// returns the confirmation line.
+pub fn command(home: &Path, folder: &Path, trust: Trust) -> Result<String, TrustError> {
+    if !folder.is_dir() {
+        return Err(TrustError(format!("{} is not a folder", folder.display())));
+    }
+    let file = record(home, folder, trust)?;
+    Ok(format!(
+        "{} is now {} (recorded in {}).",
+        canonical(folder).display(),
+        trust.as_str(),
+        file.display()
+    ))
+}
+
 /// `text` with `[projects."<folder>"] trust = "<trust>"` set: the value is replaced in place
 /// when the table exists as dsh writes it, else the table is appended.
 fn with_entry(text: &str, folder: &str, trust: Trust) -> Result<String, TrustError> {

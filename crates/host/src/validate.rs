@@ -210,3 +210,14 @@ pub fn check(config: &Config, table: &[PluginSpec]) -> Result<Checked, ConfigErr
         Err(ConfigErrors(errors))
     }
 }
+
+/// A plugin that refused its configuration when it applied (a value its own checks reject),
+/// as an error located like every other: at the field it named, else at its table
+/// (`file:line: plugins.<name>[.<field>]: <its message>`).
+pub(crate) fn refused(config: &Config, spec: &PluginSpec, error: PluginError) -> ConfigError {
+    let mut inner = error;
+    while let PluginError::Apply { source, .. } = inner {
+        inner = *source;
+    }
+    located(config, &format!("plugins.{}", spec.name), spec.also, inner)
+}

@@ -5,9 +5,15 @@
 use std::path::Path;
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
 use dsh_host::Config;
 use dsh_host::ConfigErrors;
+use dsh_host::Host;
+use dsh_host::HostError;
+use dsh_host::HostOptions;
 use dsh_host::Overrides;
+use dsh_session::MemoryStore;
 
 struct Files {
     _dir: tempfile::TempDir,
@@ -177,10 +183,16 @@ fn an_enabled_that_is_not_a_bool() {
 fn a_syntax_error() {
     let files = Files::user("[model]\nname = \"unterminated\n");
     let errors = files.errors(&Overrides::default());
+    assert_eq!(errors.0.len(), 1, "{errors}");
     let error = &errors.0[0];
     assert_eq!(error.file.as_deref(), Some(files.user_file().as_path()));
     assert_eq!(error.line, Some(2), "{error}");
     assert!(error.message.contains("not valid TOML"), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("{}:2: ", files.user_file().display())),
+        "{text}"
+    );
 }
 
 #[test]
@@ -188,13 +200,50 @@ fn an_unknown_key_in_an_mcp_server_row() {
     let files = Files::user(
         "[[mcp.servers]]\nname = \"a\"\ncommand = \"true\"\n\n[[mcp.servers]]\nname = \"b\"\ncomand = \"x\"\n",
     );
-    let errors = files.errors(&Overrides::default());
-    assert_eq!(errors.0.len(), 1, "{errors}");
-    let error = &errors.0[0];
-    assert_eq!(error.file.as_deref(), Some(files.user_file().as_path()));
-    assert!(error.key.starts_with("mcp.servers"), "{error}");
-    assert!(error.line.is_some(), "{error}");
-    assert!(error.message.contains("unknown field `comand`"), "{error}");
+    // The second row's own line: the row index is part of the key.
+    expect(
+        &files.errors(&Overrides::default()),
+        &files.user_file(),
+        7,
+        "mcp.servers.1.comand",
+        "unknown field `comand`",
+    );
+}
+
+/// A value the plugin's own checks refuse when it mounts: the host does not start, and the
+/// error is located like a parse error (the field when the plugin names it, else its table).
+#[tokio::test]
+async fn a_value_a_plugin_refuses_when_it_mounts() {
+    for (text, line, key, message) in [
+        (
+            "[plugins.goal]\nblocked_after_consecutive_rounds = 0\n",
+            1,
+            "plugins.goal",
+            "goal: blocked_after_consecutive_rounds must be a positive safe integer",
+        ),
+        (
+            "# children\n[plugins.subagents]\nmax_parallel_tool_calls = 0\n",
+            3,
+            "plugins.subagents.max_parallel_tool_calls",
+            "must be at least 1",
+        ),
+    ] {
+        let files = Files::user(text);
+        let config = Config::load_in(files.home.clone(), &files.cwd, &Overrides::default())
+            .expect("the layers parse");
+        let mut options = HostOptions::new(config);
+        options.store = Some(Arc::new(MemoryStore::new()));
+        let errors = match Host::build(options) {
+            Err(HostError::Config(errors)) => errors,
+            Err(other) => panic!("{key}: not a located error: {other}"),
+            Ok(_) => panic!("{key}: the host started"),
+        };
+        expect(&errors, &files.user_file(), line, key, message);
+        // Said once: the text is not repeated down the error chain.
+        let text = errors.to_string();
+        assert_eq!(text.matches(message).count(), 1, "{text}");
+        assert!(std::error::Error::source(&errors).is_none(), "{text}");
+    }
 }
 
 #[test]

@@ -38,6 +38,10 @@ struct Snapshot {
     attachments: bool,
     spill: bool,
     jobs: bool,
+    /// The other plugins' services visible from the session's scope.
+    services: Vec<&'static str>,
+    /// The slash commands the session lists.
+    commands: Vec<String>,
 }
 
 impl Snapshot {
@@ -124,8 +128,81 @@ impl Rig {
                 .is_some(),
             spill: root.service::<dsh_spill::SpillStore>().is_some(),
             jobs: root.service::<dsh_tool_shell::JobsRuntime>().is_some(),
+            services: services_of(scope),
+            commands: commands_of(scope),
         }
     }
+}
+
+fn services_of(scope: &dsh_kernel::Scope) -> Vec<&'static str> {
+    let present = [
+        (
+            "approval",
+            scope.service::<dyn dsh_tools::ApprovalService>().is_some(),
+        ),
+        (
+            "user-questions",
+            scope
+                .service::<dsh_user_questions::UserQuestions>()
+                .is_some(),
+        ),
+        (
+            "token-meter",
+            scope.service::<dsh_token_meter::TokenMeter>().is_some(),
+        ),
+        (
+            "pruner",
+            scope
+                .service::<dsh_compaction::ToolResultPruneConfig>()
+                .is_some(),
+        ),
+        (
+            "compaction",
+            scope.service::<dsh_compaction::Compaction>().is_some(),
+        ),
+        (
+            "plan-mode",
+            scope.service::<dsh_plan_mode::PlanMode>().is_some(),
+        ),
+        ("goals", scope.service::<dsh_goal::Goals>().is_some()),
+        (
+            "subagents",
+            scope.service::<dsh_subagent::Subagents>().is_some(),
+        ),
+        (
+            "workflows",
+            scope.service::<dsh_workflow::WorkflowEngine>().is_some(),
+        ),
+        (
+            "presets",
+            scope.service::<dsh_presets::AgentPresets>().is_some(),
+        ),
+        (
+            "web-search",
+            scope.service::<dsh_web_search::WebSearch>().is_some(),
+        ),
+        ("lsp", scope.service::<dsh_lsp::LspService>().is_some()),
+        (
+            "session-query",
+            scope.service::<dsh_session_query::SessionQuery>().is_some(),
+        ),
+        (
+            "schedule",
+            scope.service::<dsh_schedule::Schedules>().is_some(),
+        ),
+    ];
+    present
+        .into_iter()
+        .filter_map(|(name, present)| present.then_some(name))
+        .collect()
+}
+
+fn commands_of(scope: &dsh_kernel::Scope) -> Vec<String> {
+    let mut names: Vec<String> = dsh_commands::CommandRegistry::of(scope)
+        .map(|registry| registry.list(scope).into_iter().map(|c| c.name).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 fn plugin(name: &str, table: Value) -> Value {
@@ -155,6 +232,27 @@ async fn cycle(
     check_a: impl Fn(&Snapshot, &Snapshot),
     check_b: impl Fn(&Snapshot, &Snapshot),
 ) {
+    cycle_over(json!({}), name, a, b, check_a, check_b).await;
+}
+
+/// `base` with `name`'s table set to `table` (`plugins` is created when missing).
+fn over(base: &Value, name: &str, table: Value) -> Value {
+    let mut config = base.clone();
+    config["plugins"][name] = table;
+    config
+}
+
+/// [`cycle`] over `base`, the other plugins' tables (`{"plugins": {...}}`) kept throughout.
+async fn cycle_over(
+    base: Value,
+    name: &str,
+    a: Value,
+    b: Value,
+    check_a: impl Fn(&Snapshot, &Snapshot),
+    check_b: impl Fn(&Snapshot, &Snapshot),
+) {
+    let plugin = |name: &str, table: Value| over(&base, name, table);
+    let off = |name: &str| over(&base, name, json!({"enabled": false}));
     let rig = Rig::new(off(name)).await;
     let before = rig.snapshot();
     let report = rig.reload(plugin(name, a.clone())).await;
@@ -752,5 +850,520 @@ async fn a_preset_switch_is_refused_while_the_agent_has_a_terminal_open() {
         .await;
     assert!(!closed.is_error, "{}", closed.text());
     sessions.set_preset(&rig.agent, "read-only").unwrap();
+    rig.host.shutdown();
+}
+
+/// `name`'s services appear with the plugin and leave with it.
+fn gains(before: &Snapshot, after: &Snapshot, service: &str) {
+    assert!(
+        !before.services.contains(&service) && after.services.contains(&service),
+        "{service}: {:?} -> {:?}",
+        before.services,
+        after.services
+    );
+}
+
+/// The tools `after` offers that `before` does not.
+fn added_tools<'a>(before: &Snapshot, after: &'a Snapshot) -> Vec<&'a str> {
+    let known = before.names();
+    after
+        .names()
+        .into_iter()
+        .filter(|n| !known.contains(n))
+        .collect()
+}
+
+#[tokio::test]
+async fn user_approval_attaches_the_approval_service_to_each_session() {
+    let check = |before: &Snapshot, s: &Snapshot| gains(before, s, "approval");
+    cycle("user-approval", json!({}), json!({}), check, check).await;
+}
+
+#[tokio::test]
+async fn user_questions_provide_the_one_question_service() {
+    // ask-user reads the service when it mounts: without it the tool is not usable, so it is
+    // off here and the service alone is what this plugin adds.
+    let base = json!({"plugins": {"ask-user": {"enabled": false}}});
+    let check = |before: &Snapshot, s: &Snapshot| {
+        gains(before, s, "user-questions");
+        assert_eq!(s.tools, before.tools);
+    };
+    cycle_over(base, "user-questions", json!({}), json!({}), check, check).await;
+}
+
+#[tokio::test]
+async fn ask_user_registers_its_tool() {
+    let check = |before: &Snapshot, s: &Snapshot| {
+        assert_eq!(added_tools(before, s), ["ask_user_question"]);
+    };
+    cycle("ask-user", json!({}), json!({}), check, check).await;
+}
+
+#[tokio::test]
+async fn token_meter_provides_the_meter() {
+    let check = |before: &Snapshot, s: &Snapshot| gains(before, s, "token-meter");
+    cycle("token-meter", json!({}), json!({}), check, check).await;
+}
+
+#[tokio::test]
+async fn the_pruner_provides_its_settings_and_compaction_follows_them() {
+    cycle(
+        "tool-result-pruner",
+        json!({"threshold_chars": 8192}),
+        json!({"threshold_chars": 20000, "head_chars": 1000, "tail_chars": 500}),
+        |before, a| {
+            gains(before, a, "pruner");
+            assert!(a.services.contains(&"compaction"));
+        },
+        |before, b| {
+            gains(before, b, "pruner");
+            assert_eq!(
+                b.pre_step, before.pre_step,
+                "the pruner adds no hook of its own"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn compaction_registers_its_triggers_service_and_command() {
+    cycle(
+        "compaction",
+        json!({"threshold_ratio": 0.8}),
+        json!({"threshold_ratio": 0.5, "auto": false}),
+        |before, a| {
+            gains(before, a, "compaction");
+            assert!(!before.commands.contains(&"compact".to_owned()));
+            assert!(
+                a.commands.contains(&"compact".to_owned()),
+                "{:?}",
+                a.commands
+            );
+            assert!(a.pre_step + a.request_error > before.pre_step + before.request_error);
+        },
+        |before, b| {
+            gains(before, b, "compaction");
+            assert_eq!(
+                b.commands.iter().filter(|c| *c == "compact").count(),
+                1,
+                "one command after the re-apply"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn workspace_instructions_register_their_listeners_once() {
+    let a_counts = std::sync::Mutex::new(None);
+    cycle(
+        "workspace-instructions",
+        json!({}),
+        json!({"max_bytes": 1024, "instruction_file_candidates": ["AGENTS.md"]}),
+        |before, a| {
+            assert!(
+                a.pre_step > before.pre_step,
+                "{} {}",
+                a.pre_step,
+                before.pre_step
+            );
+            *a_counts.lock().unwrap() = Some((a.pre_step, a.results, a.post_execute));
+        },
+        |_, b| {
+            assert_eq!(
+                Some((b.pre_step, b.results, b.post_execute)),
+                *a_counts.lock().unwrap(),
+                "the re-applied instance replaces the old one"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_compaction_fixture_adds_one_listener() {
+    let added = |before: &Snapshot, s: &Snapshot| {
+        let count = |s: &Snapshot| s.pre_execute + s.post_execute + s.results + s.pre_step;
+        assert_eq!(count(s), count(before) + 1);
+    };
+    cycle(
+        "workspace-context-compaction-fixture",
+        json!({"enabled": true}),
+        json!({"enabled": true, "read_path": "other/file.txt"}),
+        added,
+        added,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_timeout_policy_wraps_execution() {
+    let check = |before: &Snapshot, s: &Snapshot| {
+        let count = |s: &Snapshot| s.execute + s.pre_execute + s.post_execute;
+        assert_eq!(count(s), count(before) + 1);
+    };
+    cycle("timeout-policy", json!({}), json!({}), check, check).await;
+}
+
+#[tokio::test]
+async fn the_repeat_reminder_follows_its_thresholds() {
+    let check = |before: &Snapshot, s: &Snapshot| {
+        assert_eq!(s.post_execute, before.post_execute + 1);
+        assert_eq!(s.pre_step, before.pre_step + 1);
+    };
+    cycle(
+        "repeat-tool-reminder",
+        json!({}),
+        json!({"thresholds": [2.0, 4.0], "exclude": ["read"]}),
+        check,
+        check,
+    )
+    .await;
+    let rig = Rig::new(off("repeat-tool-reminder")).await;
+    let report = rig
+        .reload(plugin("repeat-tool-reminder", json!({"thresholds": []})))
+        .await;
+    assert!(
+        matches!(report, ReloadReport::Partial { .. }),
+        "an empty threshold list is refused: {report:?}"
+    );
+    rig.host.shutdown();
+}
+
+#[tokio::test]
+async fn plan_mode_registers_its_tool_section_and_command() {
+    cycle(
+        "plan-mode",
+        json!({}),
+        json!({"section": "Plan first, in the plan file."}),
+        |before, a| {
+            gains(before, a, "plan-mode");
+            assert_eq!(added_tools(before, a), ["exit_plan_mode"]);
+            assert!(a.commands.contains(&"plan".to_owned()), "{:?}", a.commands);
+        },
+        |before, b| {
+            assert_eq!(added_tools(before, b), ["exit_plan_mode"]);
+            assert_eq!(b.commands.iter().filter(|c| *c == "plan").count(), 1);
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn goal_tools_and_guidance_follow_the_blocked_rounds() {
+    let section = |s: &Snapshot| {
+        s.sections
+            .iter()
+            .find(|(name, _)| name.contains("goal"))
+            .map(|(_, text)| text.clone())
+            .unwrap_or_default()
+    };
+    let a_text = std::sync::Mutex::new(String::new());
+    cycle(
+        "goal",
+        json!({}),
+        json!({"blocked_after_consecutive_rounds": 7}),
+        |before, a| {
+            gains(before, a, "goals");
+            let mut tools = added_tools(before, a);
+            tools.sort_unstable();
+            assert_eq!(tools, ["create_goal", "get_goal", "update_goal"]);
+            assert!(a.commands.contains(&"goal".to_owned()));
+            *a_text.lock().unwrap() = section(a);
+        },
+        |before, b| {
+            assert_eq!(added_tools(before, b).len(), 3);
+            let a_text = a_text.lock().unwrap().clone();
+            let b_text = section(b);
+            assert!(!b_text.is_empty() && b_text != a_text, "{b_text}");
+            assert!(b_text.contains('7'), "{b_text}");
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn subagents_follow_control_tools() {
+    // workflows and the remote providers read the subagents service: off here.
+    let base = json!({"plugins": {"workflows": {"enabled": false}}});
+    cycle_over(
+        base,
+        "subagents",
+        json!({}),
+        json!({"control_tools": false}),
+        |before, a| {
+            gains(before, a, "subagents");
+            let tools = added_tools(before, a);
+            for tool in ["subagent", "subagent_fork", "send_message", "list_agents"] {
+                assert!(tools.contains(&tool), "{tool}: {tools:?}");
+            }
+        },
+        |before, b| {
+            let tools = added_tools(before, b);
+            assert!(tools.contains(&"subagent"), "{tools:?}");
+            for tool in ["send_message", "interrupt_agent", "list_agents"] {
+                assert!(!tools.contains(&tool), "{tool} is gone: {tools:?}");
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn workflows_follow_the_tool_name_and_ralph() {
+    cycle(
+        "workflows",
+        json!({}),
+        json!({"tool_name": "flow", "ralph": {"enabled": false}}),
+        |before, a| {
+            gains(before, a, "workflows");
+            let mut tools = added_tools(before, a);
+            tools.sort_unstable();
+            assert_eq!(tools, ["ralph", "workflow"]);
+        },
+        |before, b| assert_eq!(added_tools(before, b), ["flow"]),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn remote_subagents_register_one_tool_per_configured_provider() {
+    cycle(
+        "subagent-remote",
+        json!({"codex": {}}),
+        json!({"claude_code": {}}),
+        |before, a| assert_eq!(added_tools(before, a), ["subagent_codex"]),
+        |before, b| assert_eq!(added_tools(before, b), ["subagent_claude_code"]),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn agent_presets_apply_the_default_preset_to_each_session() {
+    cycle(
+        "agent-presets",
+        json!({"default": "standard"}),
+        json!({"default": "minimal"}),
+        |before, a| {
+            gains(before, a, "presets");
+            assert!(
+                a.commands.contains(&"preset".to_owned()),
+                "{:?}",
+                a.commands
+            );
+            assert_eq!(a.sections, before.sections, "standard changes nothing");
+            assert_eq!(a.tools, before.tools);
+        },
+        |before, b| {
+            assert_ne!(
+                b.sections, before.sections,
+                "minimal's persona is the prompt"
+            );
+            assert!(
+                b.sections
+                    .iter()
+                    .any(|(_, text)| text.contains("Answer directly, and use a tool only")),
+                "{:?}",
+                b.sections
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_registers_its_six_tools_and_section() {
+    let six = |before: &Snapshot, s: &Snapshot| {
+        let tools = added_tools(before, s);
+        assert_eq!(tools.len(), 6, "{tools:?}");
+        assert!(
+            tools.iter().all(|t| t.starts_with("terminal_")),
+            "{tools:?}"
+        );
+    };
+    cycle(
+        "terminal",
+        json!({"enabled": true}),
+        json!({"enabled": true, "enable_run_in_background": false}),
+        six,
+        six,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_bash_shadows_the_one_shot_tool_per_session() {
+    cycle(
+        "bash-persistent",
+        json!({"enabled": true}),
+        json!({"enabled": true, "timeout_ms": 5000}),
+        |before, a| {
+            assert_eq!(a.names().iter().filter(|n| **n == "bash").count(), 1);
+            assert_ne!(
+                a.tool("bash"),
+                before.tool("bash"),
+                "the persistent definition"
+            );
+        },
+        |before, b| {
+            assert_eq!(b.names().iter().filter(|n| **n == "bash").count(), 1);
+            assert_ne!(b.tool("bash"), before.tool("bash"));
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn web_search_is_offered_with_a_provider_and_its_guidance_follows_the_query_cap() {
+    cycle(
+        "web-search",
+        json!({"exa": {"api_key": "test-key"}}),
+        json!({"exa": {"api_key": "test-key"}, "search_max_queries": 2}),
+        |before, a| {
+            gains(before, a, "web-search");
+            assert_eq!(added_tools(before, a), ["web_search"]);
+            assert!(
+                a.sections
+                    .iter()
+                    .any(|(_, t)| t.contains("1\u{2013}4 non-empty")),
+                "{:?}",
+                a.sections
+            );
+        },
+        |before, b| {
+            assert_eq!(added_tools(before, b), ["web_search"]);
+            let texts: Vec<&str> = b.sections.iter().map(|(_, t)| t.as_str()).collect();
+            assert!(
+                texts.iter().any(|t| t.contains("1\u{2013}2 non-empty")),
+                "{texts:?}"
+            );
+            assert!(!texts.iter().any(|t| t.contains("1\u{2013}4 non-empty")));
+        },
+    )
+    .await;
+    // Without a usable provider the service is there and the tool is not.
+    let rig = Rig::new(off("web-search")).await;
+    let before = rig.snapshot();
+    applied(
+        &rig.reload(plugin("web-search", json!({}))).await,
+        "web-search",
+    );
+    let without = rig.snapshot();
+    assert!(added_tools(&before, &without).is_empty());
+    rig.host.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lsp_registers_its_tool_over_the_configured_servers() {
+    let server = |max: u64| {
+        json!({
+            "enabled": true,
+            "max_locations": max,
+            "servers": {"py": {"command": "pyright-langserver", "args": ["--stdio"], "extension_to_language": {".py": "python"}}}
+        })
+    };
+    let check = |before: &Snapshot, s: &Snapshot| {
+        gains(before, s, "lsp");
+        assert_eq!(added_tools(before, s), ["lsp"]);
+    };
+    cycle("lsp", server(100), server(5), check, check).await;
+}
+
+#[tokio::test]
+async fn session_query_follows_its_tools_switch() {
+    cycle(
+        "session-query",
+        json!({"enabled": true}),
+        json!({"enabled": true, "tools": false}),
+        |before, a| {
+            gains(before, a, "session-query");
+            let tools = added_tools(before, a);
+            assert_eq!(tools.len(), 5, "{tools:?}");
+            assert!(tools.iter().all(|t| t.starts_with("session_")), "{tools:?}");
+        },
+        |before, b| {
+            gains(before, b, "session-query");
+            assert!(added_tools(before, b).is_empty());
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn schedule_attaches_its_tools_to_each_session() {
+    let check = |before: &Snapshot, s: &Snapshot| {
+        gains(before, s, "schedule");
+        let mut tools = added_tools(before, s);
+        tools.sort_unstable();
+        assert_eq!(
+            tools,
+            ["schedule_create", "schedule_delete", "schedule_list"]
+        );
+    };
+    cycle(
+        "schedule",
+        json!({"enabled": true}),
+        json!({"enabled": true}),
+        check,
+        check,
+    )
+    .await;
+}
+
+/// A stdio MCP server in a few lines of Python: one tool, `echo`, under the server's name.
+const MCP_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message.get("method")
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "tiny", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "echo", "description": "Echo.",
+                             "inputSchema": {"type": "object", "properties": {}}}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"],
+                          "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_connects_the_configured_servers_and_follows_the_list() {
+    let rig = Rig::new(json!({})).await;
+    let script = rig.cwd.path().join("server.py");
+    std::fs::write(&script, MCP_SERVER).unwrap();
+    let servers = |names: &[&str]| {
+        let rows: Vec<Value> = names
+            .iter()
+            .map(|name| json!({"name": name, "command": "python3", "args": [script]}))
+            .collect();
+        json!({"mcp": {"servers": rows}})
+    };
+    let before = rig.snapshot();
+    for (config, tools) in [
+        (servers(&["alpha"]), vec!["mcp__alpha__echo"]),
+        (servers(&["beta"]), vec!["mcp__beta__echo"]),
+        (
+            servers(&["alpha", "beta"]),
+            vec!["mcp__alpha__echo", "mcp__beta__echo"],
+        ),
+    ] {
+        applied(&rig.reload(config).await, "mcp");
+        rig.host.start().await.unwrap();
+        let now = rig.snapshot();
+        assert_eq!(added_tools(&before, &now), tools);
+        assert!(now.section("mcp:instructions").is_some());
+    }
+    applied(&rig.reload(json!({})).await, "mcp");
+    assert_eq!(
+        rig.snapshot(),
+        before,
+        "no server left: nothing of mcp remains"
+    );
     rig.host.shutdown();
 }

@@ -193,10 +193,27 @@ fn field_path(text: &str, line: usize) -> Option<String> {
     } else {
         path.extend(key(here));
     }
-    for &l in lines[..upper].iter().rev() {
+    for (i, &l) in lines[..upper].iter().enumerate().rev() {
         if indent(l) < level {
             level = indent(l);
-            path.extend(key(l));
+            match key(l) {
+                Some(key) => path.push(key),
+                // An object in an array (the only keyless `{` but the root): its index is the
+                // number of objects opened at its indentation above it, back to the array's
+                // opening line.
+                None if i > 0 && l.trim() == "{" => {
+                    let index = lines[..i]
+                        .iter()
+                        .rev()
+                        .take_while(|above| indent(above) >= level)
+                        .filter(|above| {
+                            indent(above) == level && above.trim_start().starts_with('{')
+                        })
+                        .count();
+                    path.push(index.to_string());
+                }
+                None => {}
+            }
         }
     }
     path.reverse();

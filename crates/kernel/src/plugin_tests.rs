@@ -193,7 +193,7 @@ fn field_path_locates_nested_keys_and_closing_braces() {
     let err = |v| parse_config::<Outer>("p", &v).unwrap_err().to_string();
     assert_eq!(
         err(json!({"items": [{"id": 1}, {"id": 300}], "inner": {"required": true}})),
-        "plugin `p`: invalid config at `items.id`: invalid value: integer `300`, expected u8"
+        "plugin `p`: invalid config at `items.1.id`: invalid value: integer `300`, expected u8"
     );
     assert_eq!(
         err(json!({"items": [], "inner": {"other": 1}})),

@@ -85,6 +85,7 @@ static KNOWN_KINDS: [&str; 44] = [
     "feedback/record",
     "schedule/change",
     "agent-preset/selected",
+    "model/selected",
     "command/run",
     "command/done",
     "web/deepseek-search-llm-request",

@@ -21,6 +21,26 @@ pub fn set_program(program: impl Into<PathBuf>) {
     let _ = PROGRAM.set(program.into());
 }
 
+/// The guard for a binary that calls [`run_if_invoked`] first thing in `main` (the `dsh`
+/// binary): the `dsh-tool-guard` executable installed next to the running executable; without
+/// it, the running binary itself (same guarantees, but each command then starts the whole
+/// harness binary: a few ms of CPU more per call). `/proc/self/exe` still runs the binary that
+/// is running even after it was replaced on disk.
+pub fn installed_or_self() -> PathBuf {
+    let exe = std::env::current_exe();
+    if let Some(guard) = exe.as_deref().ok().and_then(dsh_tool_guard::next_to) {
+        return guard;
+    }
+    tracing::info!(
+        "no `{BINARY_NAME}` next to the dsh binary; unconfined commands are guarded by dsh itself"
+    );
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return proc_exe;
+    }
+    exe.unwrap_or(proc_exe)
+}
+
 /// The guard program, when one was set.
 pub fn program() -> Option<&'static Path> {
     PROGRAM.get().map(PathBuf::as_path)

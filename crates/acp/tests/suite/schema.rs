@@ -396,7 +396,11 @@ async fn everything_the_bridge_sends_validates_against_the_acp_schema() {
         "session/load",
         json!({"sessionId": session, "cwd": work, "mcpServers": []}),
     );
-    until(&mut wire, 3, &mut buffers, &mut outputs).await;
+    let loaded = until(&mut wire, 3, &mut buffers, &mut outputs).await;
+    assert_eq!(
+        loaded["result"]["configOptions"][0]["currentValue"], "alternate-model",
+        "the model switch is kept by session/load: {loaded}"
+    );
     wire.close();
     wire.task.await.unwrap().unwrap();
     let second = std::mem::take(&mut wire.seen);

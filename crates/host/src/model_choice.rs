@@ -1,0 +1,110 @@
+//! The session's model when a client picked one (ACP's `model` config option): logged as
+//! `model/selected {model}` and folded back when the session is resumed or forked, so a
+//! reopened session keeps asking the model it was switched to. A selection stays in force as
+//! the model of every request, the configured model included: within a loop the agent seeds
+//! each request from the last logged header, so only the hook brings a switched session back.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use dsh_agent::AgentHandle;
+use dsh_agent::CallConfig;
+use dsh_session::data::EventData;
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::host::HostError;
+
+/// `model/selected {model}`: the model the session's requests use from then on (the
+/// configured one again when it names it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSelected {
+    pub model: String,
+}
+
+impl EventData for ModelSelected {
+    const KIND: &'static str = "model/selected";
+}
+
+/// The model selected on one agent; one request hook on the agent's scope reads it (so the
+/// service holds no guard of its own, and the hook goes with the agent).
+#[derive(Default)]
+struct Choice(Arc<Mutex<Option<String>>>);
+
+impl Choice {
+    fn of(agent: &AgentHandle) -> Result<Arc<Self>, HostError> {
+        if let Some(choice) = agent.scope().service::<Self>() {
+            return Ok(choice);
+        }
+        let choice = Arc::new(Self::default());
+        let selected = choice.0.clone();
+        agent
+            .hooks()
+            .request
+            .register(agent.scope(), move |input, next| {
+                let selected = selected
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                Box::pin(async move {
+                    let config = next.run(input).await?;
+                    Ok(match selected {
+                        Some(model) => CallConfig { model, ..config },
+                        None => config,
+                    })
+                })
+            });
+        agent.scope().provide(choice.clone())?;
+        Ok(choice)
+    }
+
+    fn set(&self, model: &str) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(model.to_owned());
+    }
+
+    fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The model `agent`'s next request uses: the one a client selected, else the configured one.
+pub fn current(agent: &AgentHandle) -> String {
+    agent
+        .scope()
+        .service::<Choice>()
+        .and_then(|choice| choice.get())
+        .unwrap_or_else(|| agent.model().to_owned())
+}
+
+/// Switches `agent` to `model` from its next request and logs it, so resume keeps it.
+pub fn select(agent: &AgentHandle, model: &str) -> Result<(), HostError> {
+    if current(agent) == model {
+        return Ok(());
+    }
+    agent.log().append_data(
+        &ModelSelected {
+            model: model.to_owned(),
+        },
+        None,
+    )?;
+    Choice::of(agent)?.set(model);
+    Ok(())
+}
+
+/// On resume and fork: the last model the log records as selected, applied again.
+pub(crate) fn restore(agent: &AgentHandle) -> Result<(), HostError> {
+    let selected = agent
+        .log()
+        .events()
+        .iter()
+        .rev()
+        .find_map(|event| event.decode::<ModelSelected>()?.ok());
+    if let Some(selected) = selected {
+        Choice::of(agent)?.set(&selected.model);
+    }
+    Ok(())
+}
