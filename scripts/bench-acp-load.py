@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from measured import Measured  # scripts/measured.py
+
 SESSION = "0196f1c2-0000-7000-8000-00000000b16b"
 
 
@@ -57,22 +59,6 @@ def write_log(home, cwd, events):
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path, os.path.getsize(path), s
-
-
-class Measured(subprocess.Popen):
-    """A Popen that keeps the child's rusage from wait4()."""
-
-    rusage = None
-
-    def _try_wait(self, wait_flags):
-        try:
-            pid, sts, usage = os.wait4(self.pid, wait_flags)
-        except ChildProcessError:
-            pid, sts = self.pid, 0
-            usage = None
-        if pid == self.pid:
-            self.rusage = usage
-        return pid, sts
 
 
 def send(proc, message):

@@ -33,24 +33,10 @@ import sys
 import tempfile
 import time
 
+from measured import Measured  # scripts/measured.py
+
 PROMPT = "Run the numbered commands one after another until told to stop, then say DONE."
 PREAMBLE = "This is an automatically generated checkpoint"
-
-
-class Measured(subprocess.Popen):
-    """A Popen that keeps the child's rusage from wait4() (reaped children included)."""
-
-    rusage = None
-
-    def _try_wait(self, wait_flags):
-        try:
-            pid, sts, usage = os.wait4(self.pid, wait_flags)
-        except ChildProcessError:
-            pid, sts = self.pid, 0
-            usage = None
-        if pid == self.pid:
-            self.rusage = usage
-        return pid, sts
 
 
 def build(repo):
