@@ -131,7 +131,7 @@ struct State {
     surface: Surface,
     turns: TurnState,
     /// Seq of the latest event of each type.
-    last_by_kind: HashMap<String, u64>,
+    last_by_kind: HashMap<Kind, u64>,
     /// The writer thread of a persisted log (`None` in memory).
     writer: Option<LogWriter>,
     clock: Clock,
@@ -580,13 +580,11 @@ impl SessionLog {
 /// chunk above all) is never read as a tree again; one that is builds it from the text on first
 /// use, as a loaded event does.
 fn compact(data: Value) -> Payload {
-    // Serialising a `Value` cannot fail.
-    let text = serde_json::to_string(&data).unwrap_or_default();
-    match Payload::from_text(text) {
-        Some(payload) => payload,
-        // Beyond the compact form's 4 GiB: keep the tree.
-        None => data.into(),
-    }
+    let Ok(text) = serde_json::to_string(&data) else {
+        return data.into();
+    };
+    // `None` beyond the compact form's 4 GiB: the tree is kept then.
+    Payload::from_text(text).unwrap_or_else(|| data.into())
 }
 
 impl State {
@@ -605,12 +603,7 @@ impl State {
     fn commit(&mut self, event: Arc<Event>, plan: crate::surface::Plan) {
         self.surface.apply(plan);
         self.turns.fold(&event);
-        match self.last_by_kind.get_mut(event.kind.as_str()) {
-            Some(seq) => *seq = event.seq,
-            None => {
-                self.last_by_kind.insert(event.kind.to_string(), event.seq);
-            }
-        }
+        self.last_by_kind.insert(event.kind, event.seq);
         self.events.push(event);
         self.snapshot = None;
     }

@@ -137,7 +137,13 @@ impl Payload {
 
     /// Consumes the payload into its `Value`.
     pub fn into_value(self) -> Value {
-        // `OnceBox` cannot give its box back; a copy of the tree is the one cost.
+        // Parsed straight into the owned tree when none was built; a built tree is copied,
+        // because `OnceBox` cannot give its box back.
+        if self.unparsed().is_some()
+            && let Ok(tree) = self.decode::<Value>()
+        {
+            return tree;
+        }
         self.value().clone()
     }
 }
