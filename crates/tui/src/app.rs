@@ -97,7 +97,8 @@ impl TuiApp {
                 self.sessions.load(&newest.id)?
             }
         };
-        let model = self.sessions.route().1;
+        // A resumed session keeps the model it was switched to (`model/selected`).
+        let model = self.sessions.current_model(&agent);
         let mut controller = Controller::new(self.sessions.clone(), model, self.cwd.clone(), agent);
         if let Some(prompt) = self.prompt.as_deref().filter(|p| !p.trim().is_empty()) {
             controller.send(prompt);

@@ -145,11 +145,12 @@ impl Controller {
             ));
             return;
         }
-        if let Some(previous) = self.session.model.take() {
-            previous.dispose();
+        // Through the host, like ACP's model option: logged as `model/selected`, so resuming
+        // or forking this session keeps asking the chosen model.
+        if let Err(error) = self.sessions.set_model(&self.session.agent, model) {
+            self.error(format!("cannot switch model: {error}"));
+            return;
         }
-        let hook = dsh_agent::switch_model(&self.session.agent, model);
-        self.session.model = Some(hook);
         self.state.model = model.to_owned();
         self.update_context();
         self.info(format!("model: {model} (from the next request)"));

@@ -118,8 +118,6 @@ pub(crate) fn mentioned_paths(text: &str) -> Vec<String> {
 /// One attached agent: its event feed, presenters and what the UI registered on its scope.
 struct Session {
     agent: AgentHandle,
-    /// `/model NAME`: the request hook that switches this session's model.
-    model: Option<Disposer>,
     events: broadcast::Receiver<Arc<Event>>,
     /// The log's sender is gone: stop polling it (a closed receiver is always ready).
     closed: bool,
@@ -924,7 +922,7 @@ impl Controller {
             self.info("session resumed from its log");
         }
         self.state.session_id = self.session.agent.id().to_owned();
-        self.state.model = self.session.agent.model().to_owned();
+        self.state.model = self.sessions.current_model(&self.session.agent);
         self.state.scroll = 0;
         self.state.overlay = None;
         self.state.picker = None;
@@ -987,7 +985,6 @@ fn attach(
     Session {
         presenters: Presenters::new(registry.clone(), agent.scope().clone()),
         questions,
-        model: None,
         agent,
         events,
         closed: false,

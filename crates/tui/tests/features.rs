@@ -64,7 +64,7 @@ fn notices(ui: &Controller) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn the_palette_completes_commands_and_model_names_and_model_switches_the_session() {
+async fn the_palette_completes_commands_and_model_names_and_model_switches_the_session_for_good() {
     let dir = common::workspace("palette");
     let factory = TestHost::new(&dir);
     factory.adapter.push_chunks(text_response("first"));
@@ -122,6 +122,20 @@ async fn the_palette_completes_commands_and_model_names_and_model_switches_the_s
             .last()
             .unwrap()
             .contains("unknown model nope; known: scripted-model, scripted-pro")
+    );
+
+    // The switch is part of the session: reopened from its log, it keeps asking scripted-pro.
+    let id = ui.agent().id().to_owned();
+    ui.shutdown().await;
+    drop(ui);
+    factory.adapter.push_chunks(text_response("third"));
+    let mut resumed = controller(&factory, Start::Resume(Some(id)));
+    assert_eq!(resumed.state.model, "scripted-pro");
+    send(&mut resumed, "once more").await;
+    assert_eq!(
+        factory.adapter.requests().last().unwrap().model,
+        "scripted-pro",
+        "the resumed session kept its model"
     );
 }
 
