@@ -13,6 +13,7 @@ mod adapter;
 mod assembler;
 mod deepseek;
 mod error;
+mod http;
 pub mod openai;
 mod providers;
 mod retry;

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::ChunkStream;
 use crate::LlmError;
 use crate::LlmFailure;
+use crate::http::LazyClient;
 use crate::ModelAdapter;
 use crate::ModelEntry;
 use crate::ModelInfo;
@@ -90,7 +91,7 @@ impl Default for OpenAiConfig {
 /// The adapter. One HTTP client (connection pool) per adapter.
 pub struct OpenAiCompatibleAdapter {
     config: OpenAiConfig,
-    client: reqwest::Client,
+    client: LazyClient,
 }
 
 impl std::fmt::Debug for OpenAiCompatibleAdapter {
@@ -133,18 +134,7 @@ impl OpenAiCompatibleAdapter {
             });
         }
         crate::error::check_base_url(&config.base_url)?;
-        let mut builder = reqwest::Client::builder().connect_timeout(config.connect_timeout);
-        if config
-            .base_url
-            .get(..7)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-        {
-            // Plain HTTP never negotiates TLS: skip loading the platform's root certificates.
-            builder = builder.tls_certs_only(Vec::new());
-        }
-        let client = builder.build().map_err(|error| LlmError::Client {
-            reason: error.to_string(),
-        })?;
+        let client = LazyClient::new(&config.base_url, config.connect_timeout);
         Ok(Self { config, client })
     }
 
@@ -261,7 +251,7 @@ impl ModelAdapter for OpenAiCompatibleAdapter {
         }
         let prepared = self.body(&request).and_then(|body| {
             Ok(stream::Attempt {
-                client: self.client.clone(),
+                client: self.client.for_request()?,
                 url: format!("{}/chat/completions", self.config.base_url),
                 base_url: self.config.base_url.clone(),
                 headers: self.headers()?,

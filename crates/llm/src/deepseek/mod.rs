@@ -33,6 +33,7 @@ use crate::ModelRequest;
 use crate::RequestPurpose;
 use crate::RetryPolicy;
 use crate::codes;
+use crate::http::LazyClient;
 use crate::wire::HistoryEncoder;
 use crate::wire::WireBody;
 
@@ -193,7 +194,7 @@ impl DeepSeekConfig {
 /// one cache of encoded history per session (see [`crate::wire`]).
 pub struct DeepSeekAdapter {
     config: DeepSeekConfig,
-    client: reqwest::Client,
+    client: LazyClient,
     history: HistoryEncoder,
 }
 
@@ -221,21 +222,7 @@ impl DeepSeekAdapter {
             }
         }
         crate::error::check_base_url(&config.base_url)?;
-        let mut builder = reqwest::Client::builder().connect_timeout(config.connect_timeout);
-        if config
-            .base_url
-            .get(..7)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-        {
-            // A plain-HTTP endpoint (a local proxy, the replay server) never negotiates TLS, and
-            // loading the platform's root certificates reads every file in /etc/ssl/certs: about
-            // 3 ms of CPU, more than half of a text-only `dsh exec` turn. An empty trust store
-            // means a redirect to https fails verification instead of trusting anything.
-            builder = builder.tls_certs_only(Vec::new());
-        }
-        let client = builder.build().map_err(|error| LlmError::Client {
-            reason: error.to_string(),
-        })?;
+        let client = LazyClient::new(&config.base_url, config.connect_timeout);
         Ok(Self {
             config,
             client,
@@ -296,7 +283,7 @@ impl DeepSeekAdapter {
         }
         let body = self.encode(&request)?;
         Ok(stream::Attempt {
-            client: self.client.clone(),
+            client: self.client.for_request()?,
             url: format!("{}/chat/completions", self.config.base_url),
             base_url: self.config.base_url.clone(),
             headers: self.headers(&key, &request)?,
