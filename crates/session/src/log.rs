@@ -580,11 +580,10 @@ impl SessionLog {
 /// chunk above all) is never read as a tree again; one that is builds it from the text on first
 /// use, as a loaded event does.
 fn compact(data: Value) -> Payload {
-    let Ok(text) = serde_json::to_string(&data) else {
-        return data.into();
-    };
-    // `None` beyond the compact form's 4 GiB: the tree is kept then.
-    Payload::from_text(text).unwrap_or_else(|| data.into())
+    match serde_json::to_string(&data) {
+        Ok(text) => Payload::from_text(text),
+        Err(_) => data.into(),
+    }
 }
 
 impl State {

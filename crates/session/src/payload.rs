@@ -6,7 +6,7 @@
 //! string), so a loaded event keeps only a span of the file buffer it was read from, shared by
 //! every event of that load. Typed reads (`Event::decode`, `turn()`, `step()`) deserialize
 //! straight from that text and keep nothing; the tree is built on the first `Deref` and cached.
-//! Events appended at run time arrive as trees and keep them.
+//! An event appended at run time keeps its compact text too, in an allocation of its own.
 
 use std::fmt;
 use std::ops::Deref;
@@ -42,15 +42,34 @@ impl Span {
     }
 }
 
+/// Where a payload's text lives: a span of a load's shared buffer, or (an appended event) its
+/// own allocation. One allocation per appended event, not an `Arc` block plus a `String`
+/// buffer: most appended events are streamed chunks of about 75 bytes, for which the
+/// reference-counted block cost as much as the text.
+#[derive(Clone)]
+enum Text {
+    Shared(Span),
+    Owned(Box<str>),
+}
+
+impl Text {
+    fn text(&self) -> &str {
+        match self {
+            Self::Shared(span) => span.text(),
+            Self::Owned(text) => text,
+        }
+    }
+}
+
 /// An event's `data`: lossless JSON, read as a [`Value`] through `Deref` (built once, on first
 /// use) or decoded into a typed payload with [`Payload::decode`] (straight from the stored text
 /// when the tree was never built).
 ///
-/// Three words: a loaded log holds one per line. The tree's cell is a single atomic pointer
+/// Four words: a loaded log holds one per line. The tree's cell is a single atomic pointer
 /// (`OnceBox`); two threads that build the same tree at once both parse, one keeps its tree.
 #[derive(Default)]
 pub struct Payload {
-    text: Option<Span>,
+    text: Option<Text>,
     tree: OnceBox<Value>,
 }
 
@@ -65,7 +84,7 @@ impl Payload {
         };
         buf.get(start..start + len)?;
         Some(Self {
-            text: Some(span),
+            text: Some(Text::Shared(span)),
             tree: OnceBox::new(),
         })
     }
@@ -73,13 +92,13 @@ impl Payload {
     /// A payload kept as `text`, the compact JSON of a lossless `Value` (an appended event's data):
     /// a live event then costs its text, like a loaded one, instead of a tree about ten times
     /// that size that nothing reads again. `None` when the text does not fit the compact form.
-    pub(crate) fn from_text(mut text: String) -> Option<Self> {
-        // `to_string` grows its buffer by doubling; the text is kept for the whole session.
-        if text.capacity() - text.len() > text.len() / 8 {
-            text.shrink_to_fit();
+    pub(crate) fn from_text(text: String) -> Self {
+        // `into_boxed_str` gives back the spare capacity `to_string`'s doubling left: the text
+        // is kept for the whole session.
+        Self {
+            text: Some(Text::Owned(text.into_boxed_str())),
+            tree: OnceBox::new(),
         }
-        let len = text.len();
-        Self::stored(&Arc::new(text), 0, len)
     }
 
     /// `true` once the tree exists (built from the text, or the payload was made from one).
@@ -97,14 +116,14 @@ impl Payload {
     fn unparsed(&self) -> Option<&str> {
         match self.built() {
             Some(_) => None,
-            None => self.text.as_ref().map(Span::text),
+            None => self.text.as_ref().map(Text::text),
         }
     }
 
     /// The payload as a `Value` (the same as `*payload`).
     pub fn value(&self) -> &Value {
         self.tree.get_or_init(|| {
-            let text = self.text.as_ref().map_or("null", Span::text);
+            let text = self.text.as_ref().map_or("null", Text::text);
             Box::new(serde_json::from_str(text).unwrap_or_else(|error| {
                 // Unreachable: the text was checked with the same parser when it was loaded.
                 tracing::error!(%error, "stored event data no longer parses; reading it as null");
@@ -209,7 +228,7 @@ impl fmt::Debug for Payload {
 impl fmt::Display for Payload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.text {
-            Some(span) if !f.alternate() => f.write_str(span.text()),
+            Some(text) if !f.alternate() => f.write_str(text.text()),
             _ => fmt::Display::fmt(self.value(), f),
         }
     }
@@ -217,7 +236,7 @@ impl fmt::Display for Payload {
 
 impl Serialize for Payload {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if let Some(text) = self.text.as_ref().map(Span::text) {
+        if let Some(text) = self.text.as_ref().map(Text::text) {
             // Written back verbatim (the tree, if built, is only a reading of this text).
             let raw: &serde_json::value::RawValue =
                 serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
