@@ -425,6 +425,38 @@ fn diagnostics_have_no_colours_off_a_terminal_and_a_closed_pipe_never_hangs() {
     }
 }
 
+/// Listing tools talks to no server, so it must not set up TLS: building an HTTPS client reads
+/// the whole certificate store (#18 item 4). The store here is a FIFO nobody writes, so a
+/// `dsh tools` that opens it blocks until the deadline.
+#[test]
+fn tools_never_opens_the_certificate_store() {
+    let env = Env::new();
+    let fifo = env.home.path().join("certs.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let mut child = env
+        .command("https://api.deepseek.com", &["tools"])
+        .env("SSL_CERT_FILE", &fifo)
+        .env("SSL_CERT_DIR", &fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("`dsh tools` blocked opening the certificate store");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "dsh tools failed: {status}");
+}
+
 #[test]
 fn tools_lists_exactly_what_the_model_is_offered_in_every_mode() {
     let env = Env::new();
