@@ -6,11 +6,12 @@
 //! string), so a loaded event keeps only a span of the file buffer it was read from, shared by
 //! every event of that load. Typed reads (`Event::decode`, `turn()`, `step()`) deserialize
 //! straight from that text and keep nothing; the tree is built on the first `Deref` and cached.
-//! An event appended at run time keeps its compact text too, in an allocation of its own.
+//! An event appended at run time keeps its compact text too, in a string of its own.
 
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+use std::sync::LazyLock;
 
 use once_cell::race::OnceBox;
 
@@ -43,21 +44,42 @@ impl Span {
 }
 
 /// Where a payload's text lives: a span of a load's shared buffer, or (an appended event) its
-/// own allocation. One allocation per appended event, not an `Arc` block plus a `String`
-/// buffer: most appended events are streamed chunks of about 75 bytes, for which the
-/// reference-counted block cost as much as the text.
+/// own string. An owned text sits behind a `Box<String>`, a 32-byte block where an
+/// `Arc<String>` took 48: most appended events are streamed chunks of about 75 bytes, so that
+/// block is a large part of what each costs. Two variants keep `Text` two words (the box
+/// lives beside the span's null niche), so an `Event` stays seven.
+///
+/// A payload without text (made from a tree) holds an empty span: empty text is never JSON.
 #[derive(Clone)]
 enum Text {
     Shared(Span),
-    Owned(Box<str>),
+    Owned(Box<String>),
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Self::none()
+    }
 }
 
 impl Text {
-    fn text(&self) -> &str {
-        match self {
+    /// No text: the payload is its tree. Shares one empty buffer, so it allocates nothing.
+    fn none() -> Self {
+        static EMPTY: LazyLock<Arc<String>> = LazyLock::new(|| Arc::new(String::new()));
+        Self::Shared(Span {
+            buf: EMPTY.clone(),
+            start: 0,
+            len: 0,
+        })
+    }
+
+    /// The stored JSON text, if there is one.
+    fn get(&self) -> Option<&str> {
+        let text = match self {
             Self::Shared(span) => span.text(),
-            Self::Owned(text) => text,
-        }
+            Self::Owned(text) => text.as_str(),
+        };
+        (!text.is_empty()).then_some(text)
     }
 }
 
@@ -65,11 +87,11 @@ impl Text {
 /// use) or decoded into a typed payload with [`Payload::decode`] (straight from the stored text
 /// when the tree was never built).
 ///
-/// Four words: a loaded log holds one per line. The tree's cell is a single atomic pointer
+/// Three words: a loaded log holds one per line. The tree's cell is a single atomic pointer
 /// (`OnceBox`); two threads that build the same tree at once both parse, one keeps its tree.
 #[derive(Default)]
 pub struct Payload {
-    text: Option<Text>,
+    text: Text,
     tree: OnceBox<Value>,
 }
 
@@ -84,7 +106,7 @@ impl Payload {
         };
         buf.get(start..start + len)?;
         Some(Self {
-            text: Some(Text::Shared(span)),
+            text: Text::Shared(span),
             tree: OnceBox::new(),
         })
     }
@@ -92,11 +114,17 @@ impl Payload {
     /// A payload kept as `text`, the compact JSON of a lossless `Value` (an appended event's data):
     /// a live event then costs its text, like a loaded one, instead of a tree about ten times
     /// that size that nothing reads again. `None` when the text does not fit the compact form.
-    pub(crate) fn from_text(text: String) -> Self {
-        // `into_boxed_str` gives back the spare capacity `to_string`'s doubling left: the text
-        // is kept for the whole session.
+    pub(crate) fn from_text(mut text: String) -> Self {
+        // `to_string` grows its buffer by doubling; the text is kept for the whole session.
+        if text.capacity() - text.len() > text.len() / 8 {
+            text.shrink_to_fit();
+        }
+        if text.is_empty() {
+            // Not JSON, so not a payload's text; an empty tree-less payload reads as null.
+            return Self::default();
+        }
         Self {
-            text: Some(Text::Owned(text.into_boxed_str())),
+            text: Text::Owned(Box::new(text)),
             tree: OnceBox::new(),
         }
     }
@@ -116,14 +144,14 @@ impl Payload {
     fn unparsed(&self) -> Option<&str> {
         match self.built() {
             Some(_) => None,
-            None => self.text.as_ref().map(Text::text),
+            None => self.text.get(),
         }
     }
 
     /// The payload as a `Value` (the same as `*payload`).
     pub fn value(&self) -> &Value {
         self.tree.get_or_init(|| {
-            let text = self.text.as_ref().map_or("null", Text::text);
+            let text = self.text.get().unwrap_or("null");
             Box::new(serde_json::from_str(text).unwrap_or_else(|error| {
                 // Unreachable: the text was checked with the same parser when it was loaded.
                 tracing::error!(%error, "stored event data no longer parses; reading it as null");
@@ -178,7 +206,7 @@ impl Deref for Payload {
 impl From<Value> for Payload {
     fn from(value: Value) -> Self {
         Self {
-            text: None,
+            text: Text::none(),
             tree: OnceBox::with_value(Box::new(value)),
         }
     }
@@ -199,8 +227,7 @@ impl Clone for Payload {
 
 impl PartialEq for Payload {
     fn eq(&self, other: &Self) -> bool {
-        if let (Some(a), Some(b)) = (&self.text, &other.text)
-            && let (a, b) = (a.text(), b.text())
+        if let (Some(a), Some(b)) = (self.text.get(), other.text.get())
             && a == b
         {
             return true;
@@ -227,8 +254,8 @@ impl fmt::Debug for Payload {
 /// Compact JSON, like `Value`'s `Display` (the stored text when there is one).
 impl fmt::Display for Payload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.text {
-            Some(text) if !f.alternate() => f.write_str(text.text()),
+        match self.text.get() {
+            Some(text) if !f.alternate() => f.write_str(text),
             _ => fmt::Display::fmt(self.value(), f),
         }
     }
@@ -236,7 +263,7 @@ impl fmt::Display for Payload {
 
 impl Serialize for Payload {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if let Some(text) = self.text.as_ref().map(Text::text) {
+        if let Some(text) = self.text.get() {
             // Written back verbatim (the tree, if built, is only a reading of this text).
             let raw: &serde_json::value::RawValue =
                 serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
@@ -505,6 +532,19 @@ impl Visitor<'_> for Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_is_three_words_and_an_appended_text_reads_back() {
+        assert_eq!(std::mem::size_of::<Payload>(), 24);
+        let appended = Payload::from_text(r#"{"delta":"hi"}"#.to_owned());
+        assert!(!appended.has_tree());
+        assert_eq!(appended.to_string(), r#"{"delta":"hi"}"#);
+        assert_eq!(appended["delta"], "hi");
+        // A tree-only payload has no text, and an empty text is no payload text.
+        let tree = Payload::from(serde_json::json!({"a": 1}));
+        assert_eq!(tree.to_string(), r#"{"a":1}"#);
+        assert_eq!(*Payload::from_text(String::new()), Value::Null);
+    }
 
     fn stored(text: &str) -> Payload {
         let buf = Arc::new(format!("xx{text}yy"));
