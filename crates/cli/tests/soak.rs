@@ -53,11 +53,27 @@ fn memory_of(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// One stream line, when it arrived, and the process's memory read right then.
+/// CPU time of a live process so far, its reaped children (the bash commands) included, in
+/// milliseconds (`/proc/<pid>/stat` counts in USER_HZ ticks, 100 per second on Linux).
+fn cpu_ms_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; the fields after it are plain numbers.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14-17 of the line, 12-15 after the name.
+    let ticks: u64 = fields
+        .get(11..15)?
+        .iter()
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    Some(ticks * 10)
+}
+
+/// One stream line, when it arrived, and the process's memory and CPU time read right then.
 struct Seen {
     at: Instant,
     line: Value,
     memory: Option<(u64, u64)>,
+    cpu_ms: Option<u64>,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,6 +123,7 @@ async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
             seen.push(Seen {
                 at: Instant::now(),
                 memory: step_start.then(|| memory_of(pid)).flatten(),
+                cpu_ms: step_start.then(|| cpu_ms_of(pid)).flatten(),
                 line,
             });
         }
@@ -296,6 +313,24 @@ fn report(steps: usize, wall: Duration, seen: &[Seen], peak_at_end: Option<(u64,
         last.as_secs_f64() * 1000.0,
         last.as_secs_f64() / first.as_secs_f64().max(1e-9),
     );
+    // The step time above includes the replay server, which runs in this (debug) test process
+    // and parses every request body, so it grows with the history; dsh's own CPU does not.
+    let cpu: Vec<Option<u64>> = seen
+        .iter()
+        .filter(|s| s.line["event"]["type"] == "step/start")
+        .map(|s| s.cpu_ms)
+        .collect();
+    let cpu_per_step = |from: usize, to: usize| match (cpu.get(from), cpu.get(to)) {
+        (Some(Some(a)), Some(Some(b))) => Some(b.saturating_sub(*a) as f64 / (to - from) as f64),
+        _ => None,
+    };
+    if let (Some(early), Some(late)) = (cpu_per_step(0, tenth), cpu_per_step(steps - tenth, steps))
+    {
+        println!(
+            "soak: dsh CPU (with its bash children) {early:.2} ms per step in the first tenth, {late:.2} ms in the last ({:.2}x)",
+            late / early.max(1e-9),
+        );
+    }
     println!(
         "soak: RSS {:.1} MiB after the first tenth, {:.1} MiB at the last step; peak {peak:.1} MiB",
         rss_at(tenth).unwrap_or(f64::NAN),
