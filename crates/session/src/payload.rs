@@ -117,7 +117,7 @@ impl Payload {
 
     /// A payload kept as `text`, the compact JSON of a lossless `Value` (an appended event's data):
     /// a live event then costs its text, like a loaded one, instead of a tree about ten times
-    /// that size that nothing reads again. `None` when the text does not fit the compact form.
+    /// that size that nothing reads again.
     pub(crate) fn from_text(mut text: String) -> Self {
         // `to_string` grows its buffer by doubling; the text is kept for the whole session.
         if text.capacity() - text.len() > text.len() / 8 {
