@@ -43,12 +43,10 @@ pub trait PolicySource: Send + Sync {
     fn standing(&self) -> Policy;
 }
 
-/// The effective policy of `log`: its last `approval/policy` event, else `standing`.
+/// The effective policy of `log`: its last `approval/policy` event, else `standing`. O(1): it
+/// is asked on every tool call.
 pub fn effective_policy(log: &SessionLog, standing: Policy) -> Policy {
-    log.events()
-        .iter()
-        .rev()
-        .find(|e| e.kind == "approval/policy")
+    log.last_of_kind("approval/policy")
         .and_then(|e| {
             e.data
                 .get("policy")

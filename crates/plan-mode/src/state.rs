@@ -139,9 +139,14 @@ impl PlanMode {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The logged state.
+    /// The logged state: the latest `plan/mode` event (O(1); the system prompt asks on every
+    /// request, so a scan of the log here made each step cost the length of the session).
     pub fn logged(&self, agent: &AgentHandle) -> bool {
-        fold_plan(&agent.log().events())
+        agent
+            .log()
+            .last_of_kind("plan/mode")
+            .and_then(|e| e.data.get("active").and_then(Value::as_bool))
+            .unwrap_or(false)
     }
 
     /// The pending selection, else the logged state (what an ACP client shows).
