@@ -314,7 +314,7 @@ fn report(steps: usize, wall: Duration, seen: &[Seen], peak_at_end: Option<(u64,
         last.as_secs_f64() / first.as_secs_f64().max(1e-9),
     );
     // The step time above includes the replay server, which runs in this (debug) test process
-    // and parses every request body, so it grows with the history; dsh's own CPU does not.
+    // and parses every request body, so it grows with the history; dsh's own CPU leaves it out.
     let cpu: Vec<Option<u64>> = seen
         .iter()
         .filter(|s| s.line["event"]["type"] == "step/start")

@@ -145,7 +145,7 @@ impl PlanMode {
         agent
             .log()
             .last_of_kind("plan/mode")
-            .and_then(|e| e.data.get("active").and_then(Value::as_bool))
+            .and_then(|e| crate::modes::plan_state_of(&e))
             .unwrap_or(false)
     }
 
