@@ -17,7 +17,7 @@ use futures::StreamExt as _;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::binding::{Binder, request_system_text};
+use crate::binding::{Binder, ChatRequest};
 use crate::error::{Result, TestkitError};
 use crate::scenario::{EntryKind, ModelEntry, Scenario};
 use crate::sse;
@@ -290,21 +290,17 @@ async fn handle(
             record(format!("method {method} not allowed")),
         );
     }
-    let request: Value = match serde_json::from_slice(&body) {
+    let request: ChatRequest = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
             return refuse(
                 &shared,
                 StatusCode::BAD_REQUEST,
-                record(format!("request body is not JSON: {e}")),
+                record(format!("request body is not a chat request: {e}")),
             );
         }
     };
-    let model = request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("replay")
-        .to_owned();
+    let model = request.model.as_deref().unwrap_or("replay").to_owned();
     let header_id = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -312,7 +308,7 @@ async fn handle(
 
     let (entry, response_id, session, route) = {
         let mut st = shared.lock();
-        let system = request_system_text(&request);
+        let system = request.system_text();
         let route = if st
             .title_prefixes
             .iter()
