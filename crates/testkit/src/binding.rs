@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use std::borrow::Cow;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::scenario::SessionSpec;
 
