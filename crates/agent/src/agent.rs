@@ -239,7 +239,7 @@ impl AgentHandle {
         let last_turn = config.log.turn_state().last_turn;
         let snapshot_seen = config
             .log
-            .events()
+            .events()?
             .iter()
             .any(|e| e.kind == kind::USER_MESSAGE && is_snapshot(&e.data));
         let scope = config

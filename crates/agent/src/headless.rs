@@ -57,7 +57,7 @@ async fn run(handle: &AgentHandle, task: &str, last: bool) -> Result<RunOutcome,
     let mut text = String::new();
     let mut reason = None;
     let mut in_run = false;
-    for event in log.events_since(first_seq) {
+    for event in log.events_since(first_seq)? {
         in_run |= event.kind == kind::TURN_START;
         if !in_run {
             continue;

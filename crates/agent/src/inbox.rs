@@ -357,7 +357,7 @@ impl AgentHandle {
 pub(crate) fn restore_inbox(log: &SessionLog) -> Result<Inbox, AgentError> {
     let from = log.header().seed_length.unwrap_or(0);
     let mut inbox = Inbox::default();
-    for event in log.events_since(from) {
+    for event in log.events_since(from)? {
         let Some(decoded) = event.decode::<InboxSpliced>() else {
             continue;
         };

@@ -527,7 +527,10 @@ async fn retry_executor(
     let policy_key = policy.policy_key();
     // Retries of this step are logged after its step/start: look no further back.
     let step_start = log.last_of_kind(kind::STEP_START).map_or(0, |e| e.seq);
-    let previous = log.events_since(step_start).iter().rev().find_map(|event| {
+    let since = log
+        .events_since(step_start)
+        .map_err(dsh_kernel::HookError::other)?;
+    let previous = since.iter().rev().find_map(|event| {
         let retry = event.decode::<LlmRetry>()?.ok()?;
         (retry.turn == input.turn
             && retry.step == input.step

@@ -169,7 +169,15 @@ impl Fold {
         if log.len() < self.next_seq {
             *self = Self::default();
         }
-        for event in log.events_since(self.next_seq) {
+        let events = match log.events_since(self.next_seq) {
+            Ok(events) => events,
+            Err(error) => {
+                // The reading stays where it was; the next step tries again.
+                tracing::warn!(%error, "time context: cannot read the session log");
+                return;
+            }
+        };
+        for event in events {
             self.next_seq = event.seq + 1;
             match event.kind.as_str() {
                 kind::TURN_START => {

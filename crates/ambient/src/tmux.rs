@@ -140,7 +140,15 @@ impl Fold {
         if log.len() < self.next_seq {
             *self = Self::default();
         }
-        for event in log.events_since(self.next_seq) {
+        let events = match log.events_since(self.next_seq) {
+            Ok(events) => events,
+            Err(error) => {
+                // The reading stays where it was; the next step tries again.
+                tracing::warn!(%error, "tmux location: cannot read the session log");
+                return;
+            }
+        };
+        for event in events {
             self.next_seq = event.seq + 1;
             if event.kind == kind::USER_MESSAGE
                 && event.data.pointer("/source/plugin").and_then(Value::as_str) == Some(TMUX_PLUGIN)

@@ -108,6 +108,7 @@ impl Rig {
         self.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "user/message")
             .cloned()

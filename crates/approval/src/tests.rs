@@ -120,7 +120,7 @@ async fn run(standing: Policy, outcome: ApprovalOutcome, logged: Option<&str>) -
 }
 
 fn result_text(agent: &AgentHandle) -> String {
-    let events = agent.log().events();
+    let events = agent.log().events().unwrap();
     let result = events.iter().find(|e| e.kind == "tool/result").unwrap();
     let content: Vec<ContentBlock> =
         serde_json::from_value(result.data["message"]["content"][0]["content"].clone()).unwrap();
@@ -131,6 +131,7 @@ fn audit(agent: &AgentHandle) -> Vec<(String, Value)> {
     agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind.starts_with("approval/") && e.kind != "approval/policy")
         .map(|e| (e.kind.to_string(), e.data.value().clone()))
@@ -166,6 +167,7 @@ async fn never_rejects_with_the_audit_pair_and_no_answerer() {
         .agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.kind.to_string())
         .collect();

@@ -155,6 +155,7 @@ fn kinds(agent: &AgentHandle) -> Vec<serde_json::Value> {
     agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind.starts_with("command/"))
         .map(|e| json!({"type": e.kind, "data": e.data}))

@@ -111,7 +111,7 @@ impl Rig {
     fn reminders(&self) -> Vec<(usize, String)> {
         let mut calls = 0usize;
         let mut out = Vec::new();
-        for event in self.agent.log().events().iter() {
+        for event in self.agent.log().events().unwrap().iter() {
             if event.kind == "tool/result" {
                 calls += 1;
             }
@@ -206,7 +206,7 @@ async fn item_11_a_downstream_block_keeps_its_feedback_and_gains_the_reminder_fi
         })
     });
     rig.run(&[("grep", json!({})), ("grep", json!({}))]).await;
-    let events = rig.agent.log().events();
+    let events = rig.agent.log().events().unwrap();
     let last_result = events
         .iter()
         .rposition(|e| e.kind == "tool/result")

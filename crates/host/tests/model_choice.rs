@@ -80,6 +80,7 @@ fn selected(agent: &AgentHandle) -> Vec<String> {
     agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter_map(|e| e.decode::<ModelSelected>())
         .map(|d| d.unwrap().model)

@@ -167,6 +167,7 @@ async fn switching_presets_changes_the_tools_and_prompt_of_the_next_request() {
     let kinds: Vec<String> = reviewed
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.kind.to_string())
         .filter(|k| k.starts_with("command/") || k.starts_with("agent-preset/"))

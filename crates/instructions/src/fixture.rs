@@ -59,7 +59,7 @@ fn replace_baseline(agent: &AgentHandle) {
     let baseline = log
         .surface_seqs()
         .into_iter()
-        .filter_map(|seq| log.get(seq))
+        .filter_map(|seq| log.get(seq).ok().flatten())
         .find(|e| {
             e.kind == kind::USER_MESSAGE
                 && e.data.pointer("/source/kind").and_then(Value::as_str)

@@ -185,7 +185,7 @@ impl Rig {
     }
 
     fn events(&self) -> Vec<Arc<Event>> {
-        self.agent.log().events().to_vec()
+        self.agent.log().events().unwrap().to_vec()
     }
 
     fn instruction_messages(&self) -> Vec<Arc<Event>> {
@@ -222,6 +222,7 @@ async fn the_first_step_logs_the_baseline_right_after_the_prompt() {
     rig.prompt("hi").await;
     let kinds: Vec<String> = rig
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.kind.to_string())
         .filter(|k| k != "assistant/chunk")
@@ -231,7 +232,7 @@ async fn the_first_step_logs_the_baseline_right_after_the_prompt() {
         kinds[at + 1..at + 4],
         ["user/message", "user/message", "request/header"]
     );
-    let events = rig.events();
+    let events = rig.events().unwrap();
     let baseline = events
         .iter()
         .filter(|e| e.kind == "user/message")
@@ -332,6 +333,7 @@ async fn the_recorded_scenario_log_shape() {
     };
     let ours: Vec<Value> = rig
         .events()
+        .unwrap()
         .iter()
         .map(|e| serde_json::to_value(e.as_ref()).unwrap())
         .collect();
@@ -415,7 +417,7 @@ async fn a_touch_inside_a_step_is_projected_after_its_step_end() {
     rig.adapter.push_chunks(read("c1", "packages/app/x.ts"));
     rig.adapter.push_chunks(text_response("done"));
     rig.prompt("go").await;
-    let events = rig.events();
+    let events = rig.events().unwrap();
     let step_end = events.iter().find(|e| e.kind == "step/end").unwrap().seq;
     let queued = events
         .iter()
@@ -452,7 +454,7 @@ async fn no_filesystem_provider_means_nothing_is_logged() {
     rig.prompt("hi").await;
     assert!(rig.instruction_messages().is_empty());
     assert_eq!(
-        rig.agent.log().events().last().unwrap().data["reason"]["kind"],
+        rig.agent.log().events().unwrap().last().unwrap().data["reason"]["kind"],
         "completed"
     );
 }
@@ -466,7 +468,12 @@ async fn resume_with_unchanged_files_appends_nothing() {
     });
     rig.adapter.push_chunks(text_response("ok"));
     rig.prompt("hi").await;
-    let seed: Vec<Event> = rig.events().iter().map(|e| e.as_ref().clone()).collect();
+    let seed: Vec<Event> = rig
+        .events()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_ref().clone())
+        .collect();
     let header = rig.agent.log().header().clone();
     rig.agent.dispose().await;
     // A new composition over the same log (fresh caches).
@@ -552,7 +559,7 @@ async fn unreadable_or_huge_files_never_fail_the_turn() {
     rig.prompt("hi").await;
     assert!(rig.instruction_messages().is_empty());
     assert_eq!(
-        rig.agent.log().events().last().unwrap().data["reason"]["kind"],
+        rig.agent.log().events().unwrap().last().unwrap().data["reason"]["kind"],
         "completed"
     );
     let huge = "x".repeat(2_000_000);

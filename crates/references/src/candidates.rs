@@ -337,10 +337,10 @@ impl FileReferences {
         let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
         let key = format!("{}\u{0}{}", log.id(), root.display());
         if let Some((index, built_at)) = indexes.get(&key) {
-            let stale = log
-                .events_since(*built_at)
-                .iter()
-                .any(|e| e.kind == kind::TOOL_RESULT);
+            // An unreadable history counts as a change: the index is rebuilt.
+            let stale = log.events_since(*built_at).map_or(true, |events| {
+                events.iter().any(|e| e.kind == kind::TOOL_RESULT)
+            });
             if !stale {
                 let index = index.clone();
                 indexes.insert(key, (index.clone(), log.len()));

@@ -130,26 +130,25 @@ pub struct SurfaceSnapshot {
 }
 
 impl SurfaceSnapshot {
-    /// The surface of a log as it is now.
-    pub fn of(log: &SessionLog) -> Self {
-        let items = log
-            .surface_seqs()
-            .into_iter()
-            .filter_map(|seq| log.get(seq))
-            .filter_map(|event| {
-                let message: Message = event.decode_message()?.ok()?;
-                Some(SurfaceItem {
+    /// The surface of a log as it is now (its older nodes read back from the file in a long
+    /// session, which can fail).
+    pub fn of(log: &SessionLog) -> Result<Self, dsh_session::SessionError> {
+        let mut items = Vec::new();
+        for seq in log.surface_seqs() {
+            let Some(event) = log.get(seq)? else { continue };
+            if let Some(Ok(message)) = event.decode_message() {
+                items.push(SurfaceItem {
                     kind: event.kind.to_string(),
                     message,
-                })
-            })
-            .collect();
-        Self {
+                });
+            }
+        }
+        Ok(Self {
             session_id: log.id().to_owned(),
             cwd: log.header().cwd.clone(),
             captured_through_seq: log.len().checked_sub(1),
             items,
-        }
+        })
     }
 }
 
@@ -205,7 +204,7 @@ impl SessionReader for StoreReader {
             .get(session_id)
             .and_then(WeakSessionLog::upgrade);
         if let Some(log) = live {
-            return Ok(SurfaceSnapshot::of(&log));
+            return SurfaceSnapshot::of(&log).map_err(|e| e.to_string());
         }
         let loaded = self.store.load(session_id).map_err(|e| e.to_string())?;
         let events = loaded
@@ -215,7 +214,7 @@ impl SessionReader for StoreReader {
             .chain(loaded.repair)
             .collect();
         let log = SessionLog::from_seed(loaded.header, events).map_err(|e| e.to_string())?;
-        let mut snapshot = SurfaceSnapshot::of(&log);
+        let mut snapshot = SurfaceSnapshot::of(&log).map_err(|e| e.to_string())?;
         // The seed marker is ours, not the stored session's.
         snapshot.captured_through_seq = (loaded.events.len() as u64).checked_sub(1);
         Ok(snapshot)

@@ -80,6 +80,7 @@ async fn a_referenced_session_enters_as_a_snapshot_after_the_readable_prompt() {
     let messages: Vec<_> = agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "user/message")
         .cloned()
@@ -109,7 +110,7 @@ async fn a_self_reference_fails_the_turn_before_anything_is_logged() {
     let (agent, adapter, _root) = agent(&store, Some(&refs));
     let uri = encode_session_uri(agent.id());
     run(&agent, &format!("look at {uri}")).await;
-    let events = agent.log().events();
+    let events = agent.log().events().unwrap();
     assert!(
         !events
             .iter()
@@ -137,6 +138,7 @@ async fn file_mentions_are_plain_prompt_text() {
     let log_text: String = agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.to_json_line())
         .collect();

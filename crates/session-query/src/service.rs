@@ -281,7 +281,15 @@ impl SessionQuery {
             .filter_map(WeakSessionLog::upgrade)
             .find(|log| log.id() == id);
         let events: Vec<Arc<Event>> = match live {
-            Some(log) => log.events().to_vec(),
+            Some(log) => log
+                .events()
+                .map_err(|e| {
+                    QueryError::new(
+                        "SESSION_QUERY_CORRUPT_SESSION",
+                        format!("session log cannot be read: {e}"),
+                    )
+                })?
+                .to_vec(),
             None => {
                 let path = record.path.clone().ok_or_else(|| {
                     QueryError::new("SESSION_QUERY_SESSION_NOT_FOUND", "session was not found")

@@ -143,7 +143,7 @@ impl MemoryStore {
         {
             return Err(SessionError::AlreadyExists { id });
         }
-        let events = Arc::new(Mutex::new(log.events().to_vec()));
+        let events = Arc::new(Mutex::new(log.events()?.to_vec()));
         let sink = events.clone();
         let forward = log.on_event(move |event| lock(&sink).push(event.clone()));
         sessions.insert(
@@ -231,7 +231,7 @@ impl SessionStore for MemoryStore {
         boundary: Option<u64>,
         child_id: Option<String>,
     ) -> Result<SessionLog, SessionError> {
-        let events = source.events();
+        let events = source.events()?;
         fork_seed(self, source.header(), &events, boundary, child_id)
     }
 

@@ -40,6 +40,14 @@ pub enum SessionError {
         line: usize,
         reason: String,
     },
+    /// An event this process wrote and no longer keeps in memory could not be read back from
+    /// the log's file (the file was changed or damaged under the live log).
+    #[error("session log {}: cannot read back event {seq}: {reason}", path.display())]
+    ReadBack {
+        path: PathBuf,
+        seq: u64,
+        reason: String,
+    },
     /// The header names a format version this build cannot read.
     #[error("session log {} has format version {version}: {hint}", path.display())]
     UnsupportedVersion {
@@ -88,6 +96,7 @@ impl SessionError {
             | Self::Reentrant { .. }
             | Self::Io { .. }
             | Self::Corrupt { .. }
+            | Self::ReadBack { .. }
             | Self::UnsupportedVersion { .. }
             | Self::UnknownEventType { .. }
             | Self::InvalidInput { .. }

@@ -396,6 +396,19 @@ impl Event {
         }
     }
 
+    /// A copy that does not share a load buffer (see [`Payload`]), `None` when this one does
+    /// not.
+    pub(crate) fn detached(&self) -> Option<Self> {
+        let data = self.data.detached()?;
+        Some(Self {
+            kind: self.kind,
+            seq: self.seq,
+            time: self.time,
+            data,
+            rare: self.rare.clone(),
+        })
+    }
+
     /// The same event with `ignorable` set as given.
     pub fn with_ignorable(mut self, ignorable: bool) -> Self {
         self.set_rare(|rare| rare.ignorable = ignorable);

@@ -44,6 +44,9 @@ pub struct LoadedSession {
 pub(crate) struct ParsedLog {
     pub(crate) header: SessionHeader,
     pub(crate) events: Vec<Arc<Event>>,
+    /// Where each event's line starts in the file (the members of a packed row share their
+    /// row's start), when asked for: a resumed log reads evicted events back through it.
+    pub(crate) starts: Vec<u64>,
     /// Length of the committed prefix in bytes.
     pub(crate) valid_len: u64,
     /// Length of the whole file in bytes.
@@ -55,7 +58,7 @@ pub fn read_log_file(path: &Path) -> Result<LoadedSession, SessionError> {
     // A log open in this process may still have queued events for this file.
     crate::writer::settle(path);
     let bytes = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
-    let parsed = parse_log(path, bytes)?;
+    let parsed = parse_log(path, bytes, false)?;
     let repair = crash_repair(&parsed.events);
     Ok(LoadedSession {
         header: parsed.header,
@@ -67,7 +70,12 @@ pub fn read_log_file(path: &Path) -> Result<LoadedSession, SessionError> {
 }
 
 /// Parses a whole file's bytes (taken, so the loaded events can keep them without a copy).
-pub(crate) fn parse_log(path: &Path, mut bytes: Vec<u8>) -> Result<ParsedLog, SessionError> {
+/// With `want_starts`, also where each event's line starts (see [`ParsedLog::starts`]).
+pub(crate) fn parse_log(
+    path: &Path,
+    mut bytes: Vec<u8>,
+    want_starts: bool,
+) -> Result<ParsedLog, SessionError> {
     let corrupt = |line: usize, reason: &str| SessionError::Corrupt {
         path: path.to_owned(),
         line,
@@ -108,14 +116,14 @@ pub(crate) fn parse_log(path: &Path, mut bytes: Vec<u8>) -> Result<ParsedLog, Se
     let header = SessionHeader::parse_line(path, header_line.as_bytes())?;
 
     let parallel = if bad_utf8_at.is_none() {
-        parse_parallel(&text, body)
+        parse_parallel(&text, body, want_starts)
     } else {
         None
     };
     let mut valid_len = committed_len;
-    let (events, mut bad) = match parallel {
-        Some(events) => (events, None),
-        None => parse_sequential(path, &text, header_line.len() + 1, body)?,
+    let ((events, starts), mut bad) = match parallel {
+        Some(parsed) => (parsed, None),
+        None => parse_sequential(path, &text, header_line.len() + 1, body, want_starts)?,
     };
     if bad.is_none()
         && let Some(at) = bad_utf8_at
@@ -135,13 +143,17 @@ pub(crate) fn parse_log(path: &Path, mut bytes: Vec<u8>) -> Result<ParsedLog, Se
     Ok(ParsedLog {
         header,
         events,
+        starts,
         valid_len: valid_len as u64,
         file_len,
     })
 }
 
+/// Parsed events with their line starts (empty unless asked for).
+type Rows = (Vec<Arc<Event>>, Vec<u64>);
+
 /// Events plus, when parsing stopped early, the byte offset of the bad record and why.
-type Parsed = (Vec<Arc<Event>>, Option<(usize, String)>);
+type Parsed = (Rows, Option<(usize, String)>);
 
 /// Parses the body line by line; stops at the first unreadable or out-of-sequence record.
 fn parse_sequential(
@@ -149,8 +161,10 @@ fn parse_sequential(
     buf: &Arc<String>,
     body_start: usize,
     body: &str,
+    want_starts: bool,
 ) -> Result<Parsed, SessionError> {
     let mut events: Vec<Arc<Event>> = Vec::with_capacity(body.len() / 160);
+    let mut starts: Option<Vec<u64>> = want_starts.then(Vec::new);
     let mut offset = body_start;
     for (index, line) in body.split_terminator('\n').enumerate() {
         let line_no = index + 2;
@@ -159,11 +173,11 @@ fn parse_sequential(
         if line.is_empty() {
             continue;
         }
-        match parse_row(buf, line, &mut events, &mut Some(0)) {
+        match parse_row(buf, line, &mut events, &mut Some(0), starts.as_mut(), true) {
             Ok(()) => {}
             Err(RowError::Bad(reason)) => {
                 return Ok((
-                    events,
+                    (events, starts.unwrap_or_default()),
                     Some((line_start, format!("line {line_no}: {reason}"))),
                 ));
             }
@@ -183,7 +197,7 @@ fn parse_sequential(
             }
         }
     }
-    Ok((events, None))
+    Ok(((events, starts.unwrap_or_default()), None))
 }
 
 /// Below this body size one thread is faster than splitting the work.
@@ -191,7 +205,7 @@ const PARALLEL_MIN_BYTES: usize = 1 << 20;
 
 /// The fast path for large, healthy logs: parses line-aligned slices of the body on separate
 /// threads. Any anomaly returns `None`, and the sequential pass then reports it precisely.
-fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
+fn parse_parallel(buf: &Arc<String>, body: &str, want_starts: bool) -> Option<Rows> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(4);
@@ -206,18 +220,20 @@ fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
         cuts.push(target + newline + 1);
     }
     cuts.push(body.len());
-    let parts: Vec<Option<(u64, Vec<Arc<Event>>)>> = std::thread::scope(|scope| {
+    type Part = (u64, Vec<Arc<Event>>, Option<Vec<u64>>);
+    let parts: Vec<Option<Part>> = std::thread::scope(|scope| {
         let handles: Vec<_> = cuts
             .windows(2)
             .map(|w| {
                 let slice = &body[w[0]..w[1]];
                 scope.spawn(move || {
                     let mut events = Vec::with_capacity(slice.len() / 160);
+                    let mut starts = want_starts.then(Vec::new);
                     let mut base = None;
                     for line in slice.split_terminator('\n').filter(|l| !l.is_empty()) {
-                        parse_row(buf, line, &mut events, &mut base).ok()?;
+                        parse_row(buf, line, &mut events, &mut base, starts.as_mut(), true).ok()?;
                     }
-                    Some((base.unwrap_or(0), events))
+                    Some((base.unwrap_or(0), events, starts))
                 })
             })
             .collect();
@@ -226,9 +242,10 @@ fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
             .map(|h| h.join().ok().flatten())
             .collect()
     });
-    let total: usize = parts.iter().flatten().map(|(_, e)| e.len()).sum();
+    let total: usize = parts.iter().flatten().map(|(_, e, _)| e.len()).sum();
     let mut events: Vec<Arc<Event>> = Vec::new();
-    for (base, part) in parts
+    let mut all_starts: Vec<u64> = Vec::new();
+    for (base, part, starts) in parts
         .into_iter()
         .map(|p| p.ok_or(()))
         .collect::<Result<Vec<_>, ()>>()
@@ -245,8 +262,45 @@ fn parse_parallel(buf: &Arc<String>, body: &str) -> Option<Vec<Arc<Event>>> {
         } else {
             events.extend(part);
         }
+        all_starts.extend(starts.unwrap_or_default());
     }
-    Some(events)
+    Some((events, all_starts))
+}
+
+/// The events `from..to` out of `bytes`, whole rows read back from a live log's file (where
+/// the writer put them; rows before `from` or after `to` may come along and are dropped).
+/// Anything else than exactly those events is an error: the file changed under the log.
+pub(crate) fn parse_read_back(
+    path: &Path,
+    bytes: Vec<u8>,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Arc<Event>>, SessionError> {
+    let unreadable = |reason: String| SessionError::ReadBack {
+        path: path.to_owned(),
+        seq: from,
+        reason,
+    };
+    let buf = Arc::new(String::from_utf8(bytes).map_err(|_| unreadable("invalid UTF-8".into()))?);
+    let mut events = Vec::with_capacity(usize::try_from(to - from).unwrap_or(0));
+    let mut base = None;
+    for line in buf.split_terminator('\n').filter(|l| !l.is_empty()) {
+        parse_row(&buf, line, &mut events, &mut base, None, false).map_err(|e| {
+            unreadable(match e {
+                RowError::Bad(reason) => reason,
+                RowError::Unknown(kind) => format!("unknown event type {kind:?}"),
+                RowError::Lossy => "event data is not lossless JSON".into(),
+            })
+        })?;
+    }
+    events.retain(|e| (from..to).contains(&e.seq));
+    let whole = events.first().map(|e| e.seq) == Some(from) && events.len() as u64 == to - from;
+    if !whole {
+        return Err(unreadable(format!(
+            "the file no longer holds events {from}..{to} where they were written"
+        )));
+    }
+    Ok(events)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -285,12 +339,33 @@ struct RawRow<'a> {
 }
 
 /// Parses one stored row (a line of `buf`) onto `events`. `base` is the seq of `events[0]`;
-/// `None` lets the first row define it (a slice parsed on its own thread).
+/// `None` lets the first row define it (a slice parsed on its own thread). With `starts`, the
+/// line's offset in `buf` is pushed there once per event the row holds. `known_kinds` refuses a
+/// type outside the vocabulary that is not marked ignorable (a load does; reading back what
+/// this process wrote does not).
 fn parse_row(
     buf: &Arc<String>,
     line: &str,
     events: &mut Vec<Arc<Event>>,
     base: &mut Option<u64>,
+    starts: Option<&mut Vec<u64>>,
+    known_kinds: bool,
+) -> Result<(), RowError> {
+    let before = events.len();
+    parse_row_events(buf, line, events, base, known_kinds)?;
+    if let Some(starts) = starts {
+        let at = (line.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize) as u64;
+        starts.resize(starts.len() + (events.len() - before), at);
+    }
+    Ok(())
+}
+
+fn parse_row_events(
+    buf: &Arc<String>,
+    line: &str,
+    events: &mut Vec<Arc<Event>>,
+    base: &mut Option<u64>,
+    known_kinds: bool,
 ) -> Result<(), RowError> {
     let row: RawRow = serde_json::from_str(line).map_err(|e| RowError::Bad(e.to_string()))?;
     let Some(raw) = row.data else {
@@ -316,7 +391,7 @@ fn parse_row(
             "seq {seq} where {expected} was expected"
         )));
     }
-    if !row.ignorable && !is_known_kind(&row.kind) {
+    if known_kinds && !row.ignorable && !is_known_kind(&row.kind) {
         return Err(RowError::Unknown(row.kind.into_owned()));
     }
     let text = raw.get();

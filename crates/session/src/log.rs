@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::collections::HashSet;
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::sink::FileSink;
 use crate::surface::Surface;
 use crate::writer::Level;
 use crate::writer::LogWriter;
+use crate::writer::ReadBack;
 
 /// Source of `time` for appended events (epoch ms). Tests inject a fixed clock.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -38,6 +40,14 @@ type Listener = Arc<dyn Fn(&Arc<Event>) + Send + Sync>;
 
 /// Capacity of the `subscribe()` channel; a receiver further behind sees `Lagged`.
 const BROADCAST_CAPACITY: usize = 4096;
+
+/// A persisted log keeps only its recent events in memory, so a session of any length costs
+/// the same: once `RESIDENT_HIGH` events are resident, the oldest ones already in the file are
+/// dropped until `RESIDENT_LOW` remain, and read back from the file when asked for. The open
+/// step's events and the latest event of each type stay in memory; a log without a file keeps
+/// everything.
+const RESIDENT_LOW: usize = 1024;
+const RESIDENT_HIGH: usize = 2 * RESIDENT_LOW;
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -125,13 +135,23 @@ impl WeakSessionLog {
 }
 
 struct State {
-    events: Vec<Arc<Event>>,
-    /// Cached `events()` result; dropped on every append so old snapshots never grow.
+    /// Events `evicted..` in seq order: every event, unless older ones were evicted.
+    resident: VecDeque<Arc<Event>>,
+    /// Events `0..evicted` are only in the file (see [`RESIDENT_LOW`]).
+    evicted: u64,
+    /// The resident count at which eviction is tried next.
+    evict_at: usize,
+    /// Seq of the open step's `step/start`: the step's events stay resident.
+    open_step: Option<u64>,
+    /// Resident events may still share the buffer of the file they were loaded from.
+    holds_load_buffer: bool,
+    /// Cached `events()` result while nothing is evicted; dropped on every append so old
+    /// snapshots never grow.
     snapshot: Option<Arc<[Arc<Event>]>>,
     surface: Surface,
     turns: TurnState,
-    /// Seq of the latest event of each type.
-    last_by_kind: HashMap<Kind, u64>,
+    /// The latest event of each type.
+    last_by_kind: HashMap<Kind, Arc<Event>>,
     /// The writer thread of a persisted log (`None` in memory).
     writer: Option<LogWriter>,
     clock: Clock,
@@ -186,19 +206,27 @@ impl SessionLog {
         Ok(log)
     }
 
+    /// A log over `seed`. With a sink, the sink's file already holds the first events of the
+    /// seed, one per entry of the starts (where each one's line starts in the file).
     pub(crate) fn seeded(
         header: SessionHeader,
         seed: Vec<Arc<Event>>,
-        sink: Option<(FileSink, usize)>,
+        sink: Option<(FileSink, Vec<u64>)>,
         live: Option<LiveGuard>,
         check_lossless: bool,
     ) -> Result<Self, SessionError> {
         let (sink, persisted) = match sink {
-            Some((sink, persisted)) => (Some(LogWriter::new(sink, persisted as u64)), persisted),
+            Some((sink, starts)) => {
+                let persisted = starts.len() as u64;
+                (Some(LogWriter::new(sink, starts)), persisted)
+            }
             None => (None, 0),
         };
         let mut state = State::new(sink);
-        state.events.reserve(seed.len() + 1);
+        state.resident.reserve(seed.len() + 1);
+        // Nothing is evicted while seeding: whoever opens a resumed log (the agent's folds, a
+        // replay to the editor) reads it whole at once, from memory. See `evict_at` below.
+        state.evict_at = usize::MAX;
         for (index, event) in seed.into_iter().enumerate() {
             if event.seq != index as u64 {
                 return Err(SessionError::SeedGap {
@@ -211,23 +239,32 @@ impl SessionLog {
                     kind: event.kind.to_string(),
                 });
             }
-            let plan = state.surface.plan(&state.events, &event)?;
+            let plan = state.surface.plan(&|seq| state.event(seq), &event)?;
             state.commit(event, plan);
         }
         // Seeds of a fresh file and a resume's crash repair are committed but not stored yet:
         // they go out with the first batch.
+        let unstored: Vec<Arc<Event>> = state
+            .resident
+            .iter()
+            .filter(|e| e.seq >= persisted)
+            .cloned()
+            .collect();
         if let Some(writer) = state.writer.as_mut() {
-            writer.queue_quietly(state.events.get(persisted..).unwrap_or_default());
+            writer.queue_quietly(&unstored);
         }
-        let first_live_seq = state.events.len() as u64;
+        // A long resumed log shrinks to the resident tail once the session has moved on.
+        state.evict_at = RESIDENT_HIGH.max(state.resident.len() + RESIDENT_LOW / 4);
+        state.holds_load_buffer = persisted > 0;
+        let first_live_seq = state.len();
         Ok(Self::new(header, first_live_seq, state, live))
     }
 
     /// Appends the `session/end-seed` marker a seeded log needs (§1.10).
     pub(crate) fn mark_end_of_seed(&self) -> Result<(), SessionError> {
         let last_is_marker = lock(&self.inner.state)
-            .events
-            .last()
+            .resident
+            .back()
             .is_some_and(|e| e.kind == kind::END_SEED);
         if !last_is_marker {
             self.append_data(&EndSeed {}, None)?;
@@ -361,13 +398,13 @@ impl SessionLog {
             let state = &mut *guard;
             let event = Event::new(
                 kind,
-                state.events.len() as u64,
+                state.len(),
                 time.unwrap_or_else(|| (state.clock)()),
                 compact(data),
             )
             .with_ignorable(ignorable)
             .with_intent(surface);
-            let plan = state.surface.plan(&state.events, &event)?;
+            let plan = state.surface.plan(&|seq| state.event(seq), &event)?;
             if let Some(writer) = state.writer.as_mut() {
                 writer.check()?;
             }
@@ -394,39 +431,87 @@ impl SessionLog {
         let _ = self.inner.tx.send(event.clone());
     }
 
-    /// A snapshot of the whole log. Cached between appends; a returned snapshot never grows.
-    /// Rebuilding it after an append costs O(len); per-append readers should prefer
-    /// [`SessionLog::events_since`], [`SessionLog::get`] or [`SessionLog::last`].
-    pub fn events(&self) -> Arc<[Arc<Event>]> {
-        let mut state = lock(&self.inner.state);
-        if let Some(snapshot) = &state.snapshot {
-            return snapshot.clone();
+    /// A snapshot of the whole log; a returned snapshot never grows. O(len): in a long
+    /// session it reads the events no longer in memory back from the file, so it is for
+    /// whole-history readers (fork, replay, export). Per-step readers use
+    /// [`SessionLog::events_since`] from a recent seq, [`SessionLog::last_of_kind`] or
+    /// [`SessionLog::last`].
+    ///
+    /// Fails only when an evicted event cannot be read back ([`SessionError::ReadBack`],
+    /// [`SessionError::Io`]): the file was changed or damaged under the live log.
+    pub fn events(&self) -> Result<Arc<[Arc<Event>]>, SessionError> {
+        {
+            let mut state = lock(&self.inner.state);
+            if state.evicted == 0 {
+                if let Some(snapshot) = &state.snapshot {
+                    return Ok(snapshot.clone());
+                }
+                let snapshot: Arc<[Arc<Event>]> = state.resident.iter().cloned().collect();
+                state.snapshot = Some(snapshot.clone());
+                return Ok(snapshot);
+            }
         }
-        let snapshot: Arc<[Arc<Event>]> = state.events.iter().cloned().collect();
-        state.snapshot = Some(snapshot.clone());
-        snapshot
+        self.events_since(0).map(Arc::from)
     }
 
-    /// Events with `seq >= from`.
-    pub fn events_since(&self, from: u64) -> Vec<Arc<Event>> {
-        let state = lock(&self.inner.state);
-        state
-            .events
-            .get(from as usize..)
-            .map(<[_]>::to_vec)
-            .unwrap_or_default()
+    /// Events with `seq >= from`. Cheap for a recent `from`; events no longer in memory are
+    /// read back from the file (and can fail as [`SessionLog::events`] does).
+    pub fn events_since(&self, from: u64) -> Result<Vec<Arc<Event>>, SessionError> {
+        let (resident, cold) = {
+            let state = lock(&self.inner.state);
+            let skip = usize::try_from(from.saturating_sub(state.evicted)).unwrap_or(usize::MAX);
+            let resident: Vec<Arc<Event>> = state.resident.iter().skip(skip).cloned().collect();
+            (resident, state.cold(from, state.evicted))
+        };
+        match cold {
+            None => Ok(resident),
+            Some(cold) => {
+                let mut events = cold.read()?;
+                events.extend(resident);
+                Ok(events)
+            }
+        }
     }
 
-    pub fn get(&self, seq: u64) -> Option<Arc<Event>> {
-        lock(&self.inner.state).events.get(seq as usize).cloned()
+    /// The event `seq`, `None` past the end. An event no longer in memory is read back from
+    /// the file (and can fail as [`SessionLog::events`] does).
+    pub fn get(&self, seq: u64) -> Result<Option<Arc<Event>>, SessionError> {
+        let cold = {
+            let state = lock(&self.inner.state);
+            if let Some(event) = state.resident(seq) {
+                return Ok(Some(event.clone()));
+            }
+            match state.cold(seq, seq.saturating_add(1).min(state.evicted)) {
+                Some(cold) => cold,
+                None => return Ok(None),
+            }
+        };
+        Ok(cold.read()?.pop())
     }
 
     pub fn last(&self) -> Option<Arc<Event>> {
-        lock(&self.inner.state).events.last().cloned()
+        lock(&self.inner.state).resident.back().cloned()
     }
 
     pub fn len(&self) -> u64 {
-        lock(&self.inner.state).events.len() as u64
+        lock(&self.inner.state).len()
+    }
+
+    /// How many events are in memory.
+    #[cfg(test)]
+    pub(crate) fn resident_len(&self) -> usize {
+        lock(&self.inner.state).resident.len()
+    }
+
+    /// Whether any event in memory still shares a load's buffer.
+    #[cfg(test)]
+    pub(crate) fn holds_load_buffer(&self) -> bool {
+        let state = lock(&self.inner.state);
+        state
+            .resident
+            .iter()
+            .chain(state.last_by_kind.values())
+            .any(|e| e.detached().is_some())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -451,11 +536,9 @@ impl SessionLog {
         lock(&self.inner.state).surface.latest_from_plugin(plugin)
     }
 
-    /// The latest event of type `kind` (O(1)).
+    /// The latest event of type `kind` (O(1), always in memory).
     pub fn last_of_kind(&self, kind: &str) -> Option<Arc<Event>> {
-        let state = lock(&self.inner.state);
-        let seq = *state.last_by_kind.get(kind)?;
-        state.events.get(seq as usize).cloned()
+        lock(&self.inner.state).last_by_kind.get(kind).cloned()
     }
 
     /// Seqs of the current surface nodes, in surface order.
@@ -550,7 +633,7 @@ impl SessionLog {
         let pending = {
             let mut guard = lock(&self.inner.state);
             let state = &mut *guard;
-            let upto = state.events.len() as u64;
+            let upto = state.len();
             state
                 .writer
                 .as_mut()
@@ -567,7 +650,7 @@ impl SessionLog {
     fn blocking(&self, level: Level) -> crate::writer::Blocking {
         let mut guard = lock(&self.inner.state);
         let state = &mut *guard;
-        let upto = state.events.len() as u64;
+        let upto = state.len();
         match state.writer.as_mut() {
             Some(writer) => writer.blocking(upto, level),
             None => crate::writer::Blocking::ready(),
@@ -586,10 +669,27 @@ fn compact(data: Value) -> Payload {
     }
 }
 
+/// Events `from..to` to read back from the file, outside the log's lock.
+struct Cold {
+    reader: ReadBack,
+    from: u64,
+    to: u64,
+}
+
+impl Cold {
+    fn read(self) -> Result<Vec<Arc<Event>>, SessionError> {
+        self.reader.read(self.from, self.to)
+    }
+}
+
 impl State {
     fn new(writer: Option<LogWriter>) -> Self {
         Self {
-            events: Vec::new(),
+            resident: VecDeque::new(),
+            evicted: 0,
+            evict_at: RESIDENT_HIGH,
+            open_step: None,
+            holds_load_buffer: false,
             snapshot: None,
             surface: Surface::default(),
             turns: TurnState::default(),
@@ -599,12 +699,100 @@ impl State {
         }
     }
 
+    fn len(&self) -> u64 {
+        self.evicted + self.resident.len() as u64
+    }
+
+    fn resident(&self, seq: u64) -> Option<&Arc<Event>> {
+        let index = usize::try_from(seq.checked_sub(self.evicted)?).ok()?;
+        self.resident.get(index)
+    }
+
+    /// The events of `from..to` that are only in the file, as a read to make without the lock.
+    fn cold(&self, from: u64, to: u64) -> Option<Cold> {
+        let to = to.min(self.evicted);
+        if from >= to {
+            return None;
+        }
+        let reader = self.writer.as_ref()?.read_back();
+        Some(Cold { reader, from, to })
+    }
+
+    /// The event `seq`, read back from the file when it is no longer in memory (under the
+    /// log's lock: only a `replace` of an old tool result asks for that).
+    fn event(&self, seq: u64) -> Result<Option<Arc<Event>>, SessionError> {
+        if let Some(event) = self.resident(seq) {
+            return Ok(Some(event.clone()));
+        }
+        match self.cold(seq, seq.saturating_add(1)) {
+            Some(cold) => Ok(cold.read()?.pop()),
+            None => Ok(None),
+        }
+    }
+
     fn commit(&mut self, event: Arc<Event>, plan: crate::surface::Plan) {
         self.surface.apply(plan);
         self.turns.fold(&event);
-        self.last_by_kind.insert(event.kind, event.seq);
-        self.events.push(event);
+        match event.kind.as_str() {
+            kind::STEP_START => self.open_step = Some(event.seq),
+            kind::STEP_END | kind::TURN_START | kind::TURN_END => self.open_step = None,
+            _ => {}
+        }
+        self.last_by_kind.insert(event.kind, event.clone());
+        self.resident.push_back(event);
         self.snapshot = None;
+        if self.resident.len() >= self.evict_at {
+            self.evict();
+        }
+    }
+
+    /// Drops the oldest resident events that the file holds, down to [`RESIDENT_LOW`] (see
+    /// there). When the open step or a lagging writer holds more, the next try waits for a
+    /// quarter of the window to arrive, so a long step does not ask the writer on every append.
+    fn evict(&mut self) {
+        let Some(writer) = &self.writer else {
+            self.evict_at = usize::MAX;
+            return;
+        };
+        let mut keep_from = self.len() - RESIDENT_LOW as u64;
+        if let Some(step) = self.open_step {
+            keep_from = keep_from.min(step);
+        }
+        keep_from = keep_from.min(writer.readable());
+        while self.evicted < keep_from && self.resident.pop_front().is_some() {
+            self.evicted += 1;
+        }
+        self.evict_at = RESIDENT_HIGH.max(self.resident.len() + RESIDENT_LOW / 4);
+        if self.holds_load_buffer && self.evicted > 0 {
+            self.detach_loaded();
+            self.holds_load_buffer = false;
+        }
+    }
+
+    /// Once a resumed log evicted part of what it loaded: the events that stay in memory get
+    /// texts of their own, so the buffer of the whole file they were loaded from is freed.
+    fn detach_loaded(&mut self) {
+        for event in self.resident.iter_mut() {
+            if let Some(detached) = event.detached() {
+                *event = Arc::new(detached);
+            }
+        }
+        let (resident, evicted) = (&self.resident, self.evicted);
+        for event in self.last_by_kind.values_mut() {
+            let same = event
+                .seq
+                .checked_sub(evicted)
+                .and_then(|index| usize::try_from(index).ok())
+                .and_then(|index| resident.get(index));
+            match same {
+                Some(same) => *event = same.clone(),
+                None => {
+                    if let Some(detached) = event.detached() {
+                        *event = Arc::new(detached);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -350,10 +350,11 @@ fn listeners_run_after_commit_and_cannot_append() {
     let _first = log.on_event(move |event| {
         let probe = weak.upgrade().unwrap();
         // The event is already committed when listeners run.
-        record
-            .lock()
-            .unwrap()
-            .push((event.seq, probe.len(), probe.get(event.seq).is_some()));
+        record.lock().unwrap().push((
+            event.seq,
+            probe.len(),
+            probe.get(event.seq).unwrap().is_some(),
+        ));
         let err = probe.append("x/y", json!({}), None).unwrap_err();
         assert!(matches!(err, SessionError::Reentrant { .. }));
     });
@@ -411,15 +412,15 @@ fn a_failed_append_is_not_published() {
 fn snapshots_never_grow_and_turn_state_folds() {
     let log = log();
     log.append_data(&TurnStart { turn: 1 }, None).unwrap();
-    let before = log.events();
+    let before = log.events().unwrap();
     assert!(
-        Arc::ptr_eq(&before, &log.events()),
+        Arc::ptr_eq(&before, &log.events().unwrap()),
         "cached between appends"
     );
     log.append_data(&StepStart { turn: 1, step: 1 }, None)
         .unwrap();
     assert_eq!(before.len(), 1);
-    assert_eq!(log.events().len(), 2);
+    assert_eq!(log.events().unwrap().len(), 2);
     assert_eq!(
         log.turn_state(),
         TurnState {
@@ -432,7 +433,7 @@ fn snapshots_never_grow_and_turn_state_folds() {
         json!({"header": {"config": {"provider": "p", "model": "m"}}, "reason": "initial"});
     let h = log.append("request/header", header, None).unwrap();
     assert_eq!(log.request_header(), Some(h));
-    assert_eq!(log.events_since(1).len(), 2);
+    assert_eq!(log.events_since(1).unwrap().len(), 2);
 }
 
 #[test]
@@ -451,7 +452,12 @@ fn seeds_are_validated_and_marked() {
             None,
         )
         .unwrap();
-    let seed: Vec<Event> = source.events().iter().map(|e| (**e).clone()).collect();
+    let seed: Vec<Event> = source
+        .events()
+        .unwrap()
+        .iter()
+        .map(|e| (**e).clone())
+        .collect();
 
     let child = SessionLog::from_seed(SessionHeader::new("c", None), seed.clone()).unwrap();
     assert_eq!(child.first_live_seq(), 3);
@@ -459,12 +465,17 @@ fn seeds_are_validated_and_marked() {
     assert_eq!(child.derive_messages(), source.derive_messages());
     assert_eq!(child.turn_state().last_turn, 1);
     // Re-opening an untouched seed does not grow it.
-    let again: Vec<Event> = child.events().iter().map(|e| (**e).clone()).collect();
+    let again: Vec<Event> = child
+        .events()
+        .unwrap()
+        .iter()
+        .map(|e| (**e).clone())
+        .collect();
     let reopened = SessionLog::from_seed(SessionHeader::new("c", None), again).unwrap();
     assert_eq!(reopened.len(), 4);
     // An explicit empty seed gets its marker at seq 0.
     let empty = SessionLog::from_seed(SessionHeader::new("e", None), Vec::new()).unwrap();
-    assert_eq!(empty.get(0).unwrap().kind, kind::END_SEED);
+    assert_eq!(empty.get(0).unwrap().unwrap().kind, kind::END_SEED);
 
     let mut gap = seed;
     gap.remove(1);
@@ -645,4 +656,211 @@ fn an_appended_event_keeps_its_data_as_text_until_read_as_a_tree() {
     let event = log.append_data(&chunk, None).unwrap();
     assert!(!event.data.has_tree());
     assert_eq!(event.decode::<AssistantChunk>().unwrap().unwrap(), chunk);
+}
+
+/// A persisted log under a fresh home, with a fixed clock.
+fn persisted(home: &std::path::Path, id: &str) -> SessionLog {
+    let store = crate::store::JsonlStore::new(home);
+    let log = store
+        .create(crate::store::CreateOptions {
+            id: Some(id.into()),
+            ..Default::default()
+        })
+        .unwrap();
+    log.set_clock(Arc::new(|| 7));
+    log
+}
+
+/// Appends `n` ignorable events `{"n": i}`, waiting for the file every 256 so the writer never
+/// lags far (eviction only drops what the file holds).
+fn fill(log: &SessionLog, n: u64) {
+    for i in 0..n {
+        log.append_ignorable("x/fill", json!({ "n": i })).unwrap();
+        if i % 256 == 255 {
+            log.flush().unwrap();
+        }
+    }
+    log.flush().unwrap();
+}
+
+#[test]
+fn a_persisted_log_keeps_a_bounded_tail_in_memory_and_reads_the_rest_back() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "long");
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    fill(&log, 10_000);
+    log.append_ignorable("x/last", json!({})).unwrap();
+    assert_eq!(log.len(), 10_002);
+    assert!(
+        log.resident_len() <= RESIDENT_HIGH,
+        "{} events in memory",
+        log.resident_len()
+    );
+
+    // Every read still sees the whole log, the evicted part from the file.
+    let all = log.events().unwrap();
+    assert_eq!(all.len(), 10_002);
+    for (seq, event) in all.iter().enumerate() {
+        assert_eq!(event.seq, seq as u64);
+    }
+    assert_eq!(all[5].data.get("n"), Some(&json!(4)));
+    assert_eq!(log.get(0).unwrap().unwrap().kind, kind::TURN_START);
+    assert_eq!(
+        log.get(3_000).unwrap().unwrap().data.get("n"),
+        Some(&json!(2_999))
+    );
+    assert!(log.get(10_002).unwrap().is_none());
+    let since = log.events_since(9_000).unwrap();
+    assert_eq!(since.len(), 1_002);
+    assert_eq!(since[0].seq, 9_000);
+    assert_eq!(log.events_since(20_000).unwrap().len(), 0);
+    // The latest event of each type stays in memory however old it is.
+    assert_eq!(log.last_of_kind(kind::TURN_START).unwrap().seq, 0);
+    assert_eq!(log.turn_state().open_turn, Some(1));
+    // A read-back event is the event that was appended.
+    let file = std::fs::read_to_string(log.path().unwrap()).unwrap();
+    let line = file.lines().nth(1 + 4_321).unwrap();
+    assert_eq!(log.get(4_321).unwrap().unwrap().to_json_line(), line);
+}
+
+#[test]
+fn the_open_step_stays_in_memory_until_it_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "step");
+    log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+    fill(&log, 1_000);
+    let start = log
+        .append_data(&StepStart { turn: 1, step: 1 }, None)
+        .unwrap();
+    fill(&log, 3 * RESIDENT_HIGH as u64);
+    let in_step = log.len() - start.seq;
+    assert!(
+        log.resident_len() as u64 >= in_step,
+        "the open step's {in_step} events must stay resident, {} are",
+        log.resident_len()
+    );
+    log.append_ignorable("x/step-end-stand-in", json!({}))
+        .unwrap();
+    log.append_data(&crate::data::StepEnd { turn: 1, step: 1 }, None)
+        .unwrap();
+    fill(&log, RESIDENT_LOW as u64);
+    assert!(
+        log.resident_len() <= RESIDENT_HIGH,
+        "{}",
+        log.resident_len()
+    );
+    assert_eq!(log.events().unwrap().len() as u64, log.len());
+}
+
+#[test]
+fn an_evicted_tool_result_can_still_be_replaced_and_is_still_checked() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "prune");
+    let u = log
+        .append_data(&user("u"), Some(SurfaceIntent::append()))
+        .unwrap();
+    let original = tool_result("c1");
+    let r = log
+        .append_data(&original, Some(SurfaceIntent::append_from(vec![u.seq])))
+        .unwrap();
+    log.append_ignorable("x/shadow", json!({})).unwrap();
+    fill(&log, 3 * RESIDENT_HIGH as u64);
+    assert!(log.resident_len() <= RESIDENT_HIGH);
+
+    let mut other_id = original.clone();
+    other_id.message.id = "other".into();
+    let err = log
+        .append_data(
+            &other_id,
+            Some(SurfaceIntent::replace(r.seq, r.seq, vec![r.seq])),
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("only the message content"),
+        "{err}"
+    );
+    let mut pruned = original.clone();
+    pruned.message.content = vec![ContentBlock::text("[pruned]")];
+    log.append_data(
+        &pruned,
+        Some(SurfaceIntent::replace(r.seq, r.seq, vec![r.seq])),
+    )
+    .unwrap();
+    assert_eq!(*log.derive_messages()[1], pruned.message);
+}
+
+#[test]
+fn a_file_changed_under_the_live_log_is_an_error_not_a_shorter_history() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "changed");
+    fill(&log, 3 * RESIDENT_HIGH as u64);
+    let path = log.path().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+
+    // Overwritten in place (same length): the rows no longer parse.
+    std::fs::write(
+        &path,
+        text.replace("x/fill", "x!fill").replace("\"n\"", "\"n\"\""),
+    )
+    .unwrap();
+    let err = log.events().unwrap().unwrap_err();
+    assert!(matches!(err, SessionError::ReadBack { .. }), "{err}");
+    assert!(log.get(10).is_err());
+    assert!(log.events_since(1).unwrap().is_err());
+
+    // Truncated: the events are gone.
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(10).unwrap();
+    assert!(log.events().unwrap().is_err());
+    // What is in memory is still readable.
+    let tail = log.len() - 5;
+    assert_eq!(log.events_since(tail).unwrap().len(), 5);
+}
+
+#[test]
+fn a_live_log_whose_directory_was_removed_still_reads_its_history() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "removed");
+    fill(&log, 3 * RESIDENT_HIGH as u64);
+    let dir = log.path().unwrap().parent().unwrap().to_path_buf();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let all = log.events().unwrap();
+    assert_eq!(all.len() as u64, log.len());
+    assert_eq!(all[1].data.get("n"), Some(&json!(1)));
+}
+
+#[test]
+fn a_resumed_long_log_keeps_a_bounded_tail_and_frees_the_load_buffer() {
+    let home = tempfile::tempdir().unwrap();
+    {
+        let log = persisted(home.path(), "resumed");
+        log.append_data(&TurnStart { turn: 1 }, None).unwrap();
+        log.append_data(&user("first"), Some(SurfaceIntent::append()))
+            .unwrap();
+        fill(&log, 5_000);
+    }
+    let store = crate::store::JsonlStore::new(home.path());
+    let log = store.resume("resumed").unwrap();
+    // Whoever opens the resumed log reads it whole, from memory; then the session moves on.
+    assert_eq!(log.resident_len() as u64, log.len());
+    fill(&log, RESIDENT_LOW as u64);
+    assert!(
+        log.resident_len() <= RESIDENT_HIGH,
+        "{}",
+        log.resident_len()
+    );
+    assert!(
+        !log.holds_load_buffer(),
+        "the events kept in memory must not pin the whole file's buffer"
+    );
+    let all = log.events().unwrap();
+    assert_eq!(all.len() as u64, log.len());
+    assert_eq!(all[0].kind, kind::TURN_START);
+    // Crash repair closed the open turn, after the stored events.
+    assert_eq!(log.turn_state().open_turn, None);
+    assert_eq!(log.derive_messages().len(), 1);
+    log.append_ignorable("x/after", json!({})).unwrap();
+    log.flush().unwrap();
+    assert_eq!(log.get(1).unwrap().unwrap().kind, kind::USER_MESSAGE);
+    assert_eq!(log.get(log.len() - 1).unwrap().unwrap().kind, "x/after");
 }

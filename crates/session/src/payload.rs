@@ -133,6 +133,16 @@ impl Payload {
         }
     }
 
+    /// A copy whose text is a string of its own, when this payload's text is a span of a
+    /// shared load buffer (`None` otherwise): what outlives the buffer's other users then
+    /// does not keep the whole buffer alive.
+    pub(crate) fn detached(&self) -> Option<Self> {
+        match &self.text {
+            Text::Shared(span) if span.len > 0 => Some(Self::from_text(span.text().to_owned())),
+            Text::Shared(_) | Text::Owned(_) => None,
+        }
+    }
+
     /// `true` once the tree exists (built from the text, or the payload was made from one).
     #[cfg(test)]
     pub(crate) fn has_tree(&self) -> bool {
@@ -618,7 +628,7 @@ mod tests {
         assert!(loaded.events.iter().all(|e| e.data.built().is_none()));
         let resumed = store.resume(&id).unwrap();
         assert_eq!(resumed.derive_messages().len(), 1);
-        let events = resumed.events();
+        let events = resumed.events().unwrap();
         // Crash repair closed the open step and turn; the stored events were only read.
         assert!(events[..3].iter().all(|e| e.data.built().is_none()));
         assert_eq!(events[1].turn_and_step(), (Some(1), Some(1)));

@@ -58,6 +58,7 @@ impl FileSink {
     /// A sink appending to an existing, already validated file of `len` bytes.
     pub(crate) fn existing(path: PathBuf, id: String, len: u64) -> Result<Self, SessionError> {
         let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(|e| SessionError::io(&path, e))?;
@@ -83,27 +84,59 @@ impl FileSink {
         self.file.is_some()
     }
 
+    /// File length after the last successful write: where the next line starts.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// A second handle on the open file, for reading back what was written. It is the same
+    /// open file, not the path: reads keep working if the session directory is removed.
+    pub(crate) fn reader(&self) -> Option<Result<File, SessionError>> {
+        let file = self.file.as_ref()?;
+        Some(
+            file.try_clone()
+                .map_err(|e| SessionError::io(&self.path, e)),
+        )
+    }
+
     /// Writes `events` (whole lines, in order) with one `write`, materializing the file first
     /// if it does not exist yet (then even an empty batch creates it: header only).
     ///
     /// A failed or short write is truncated back to the last good length, so the file only
     /// ever ends in a complete line and a retry of the same batch appends it exactly once.
-    pub(crate) fn write_batch(&mut self, events: &[Arc<Event>]) -> Result<(), SessionError> {
+    /// On success, where each event's line starts is pushed onto `starts`.
+    pub(crate) fn write_batch(
+        &mut self,
+        events: &[Arc<Event>],
+        starts: &mut Vec<u64>,
+    ) -> Result<(), SessionError> {
         if let Some((kind, reason)) = &self.broken {
             return Err(SessionError::io(
                 &self.path,
                 std::io::Error::new(*kind, reason.clone()),
             ));
         }
+        // The batch lands at the end of the file, or after the header of a new one.
+        let base = match self.file {
+            Some(_) => self.len,
+            None => self.header_line.len() as u64 + 1,
+        };
+        let first = starts.len();
         self.buf.clear();
         for event in events {
-            serde_json::to_writer(&mut self.buf, event.as_ref())
-                .map_err(|err| SessionError::io(&self.path, err.into()))?;
+            starts.push(base + self.buf.len() as u64);
+            if let Err(err) = serde_json::to_writer(&mut self.buf, event.as_ref()) {
+                starts.truncate(first);
+                return Err(SessionError::io(&self.path, err.into()));
+            }
             self.buf.push(b'\n');
         }
         let buf = std::mem::take(&mut self.buf);
         let result = self.write_bytes(&buf);
         self.buf = buf;
+        if result.is_err() {
+            starts.truncate(first);
+        }
         // One very large batch (a resumed log's repair, a burst behind a slow disk) must not pin
         // its buffer for the rest of the session.
         if self.buf.capacity() > MAX_KEPT_BUFFER {
@@ -169,6 +202,7 @@ impl FileSink {
         let _ = std::fs::remove_file(&tmp);
         let len = result?;
         let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .open(&self.path)
             .map_err(|e| SessionError::io(&self.path, e))?;

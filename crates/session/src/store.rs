@@ -140,7 +140,7 @@ impl JsonlStore {
         let log = SessionLog::seeded(
             header,
             seed.unwrap_or_default(),
-            Some((sink, 0)),
+            Some((sink, Vec::new())),
             Some(live),
             check_lossless,
         )?;
@@ -160,7 +160,7 @@ impl JsonlStore {
             .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })?;
         let live = self.claim(id)?;
         let bytes = std::fs::read(&path).map_err(|e| SessionError::io(&path, e))?;
-        let parsed = parse_log(&path, bytes)?;
+        let parsed = parse_log(&path, bytes, true)?;
         if parsed.header.id != id {
             return Err(SessionError::Corrupt {
                 path,
@@ -181,11 +181,11 @@ impl JsonlStore {
                 .and_then(|()| file.sync_all())
                 .map_err(|e| SessionError::io(&path, e))?;
         }
-        let stored = parsed.events.len();
         let mut seed = parsed.events;
         seed.extend(crash_repair(&seed).into_iter().map(Arc::new));
         let sink = crate::sink::FileSink::existing(path, id.to_owned(), parsed.valid_len)?;
-        let log = SessionLog::seeded(parsed.header, seed, Some((sink, stored)), Some(live), false)?;
+        let sink = Some((sink, parsed.starts));
+        let log = SessionLog::seeded(parsed.header, seed, sink, Some(live), false)?;
         // Writes the repair (if any) together with the marker, then makes both durable.
         log.mark_end_of_seed()?;
         log.flush()?;
@@ -220,7 +220,7 @@ impl JsonlStore {
         boundary: Option<u64>,
         child_id: Option<String>,
     ) -> Result<SessionLog, SessionError> {
-        let events = source.events();
+        let events = source.events()?;
         self.fork_events(source.header(), &events, boundary, child_id)
     }
 

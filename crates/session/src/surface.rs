@@ -24,6 +24,9 @@ use crate::event::SurfaceOp;
 use crate::event::is_surface_kind;
 use crate::event::kind;
 
+/// Reads a committed event by seq (from memory, or back from the log's file).
+pub(crate) type Lookup<'a> = dyn Fn(u64) -> Result<Option<Arc<Event>>, SessionError> + 'a;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Node {
     seq: u64,
@@ -78,9 +81,9 @@ impl Latest {
 }
 
 impl Surface {
-    /// Checks `event` (not yet committed; `events` is the log before it) against every surface
-    /// and shape rule. Nothing changes until [`Surface::apply`].
-    pub(crate) fn plan(&self, events: &[Arc<Event>], event: &Event) -> Result<Plan, SessionError> {
+    /// Checks `event` (not yet committed; `lookup` reads the log before it by seq) against every
+    /// surface and shape rule. Nothing changes until [`Surface::apply`].
+    pub(crate) fn plan(&self, lookup: &Lookup<'_>, event: &Event) -> Result<Plan, SessionError> {
         let k = event.kind.as_str();
         check_request_header(event)?;
         if !is_surface_kind(k) {
@@ -108,7 +111,7 @@ impl Surface {
         match op {
             SurfaceOp::Append => Ok(Plan::Append(node)),
             SurfaceOp::Replace { start, end } => {
-                let span = self.replace_span(events, event, start, end)?;
+                let span = self.replace_span(lookup, event, start, end)?;
                 Ok(Plan::Replace(span, node))
             }
         }
@@ -168,7 +171,7 @@ impl Surface {
 
     fn replace_span(
         &self,
-        events: &[Arc<Event>],
+        lookup: &Lookup<'_>,
         event: &Event,
         start: u64,
         end: u64,
@@ -200,8 +203,8 @@ impl Surface {
             ));
         }
         if k == kind::TOOL_RESULT {
-            let old = events.get(self.nodes[from].seq as usize);
-            if from != to || old.is_none_or(|old| old.kind != kind::TOOL_RESULT) {
+            let old = lookup(self.nodes[from].seq)?;
+            if from != to || old.as_ref().is_none_or(|old| old.kind != kind::TOOL_RESULT) {
                 return Err(SessionError::surface(
                     k,
                     "a tool/result replacement must replace exactly one tool/result",

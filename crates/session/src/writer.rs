@@ -139,6 +139,14 @@ struct Queue {
     queued: u64,
     /// Number of events in the file (seqs `0..written`).
     written: u64,
+    /// Where the line of each event in the file starts, by seq (`starts.len() == written`; the
+    /// members of a packed row of a resumed file share their row's start), so that an event
+    /// the log no longer keeps in memory can be read back.
+    starts: Vec<u64>,
+    /// Where the last stored line ends (the file's length after the last write).
+    end: u64,
+    /// A read handle on the file, once it exists (see [`FileSink::reader`]).
+    reader: Option<Arc<std::fs::File>>,
     /// Number of events known to be `fdatasync`ed.
     synced: u64,
     materialized: bool,
@@ -320,17 +328,30 @@ impl std::fmt::Debug for LogWriter {
 }
 
 impl LogWriter {
-    /// A writer for `sink`, whose file already holds events `0..stored`. An existing file was
-    /// written by another process: its tail may still sit in the page cache, so the first
-    /// sync barrier syncs it.
-    pub(crate) fn new(sink: FileSink, stored: u64) -> Self {
+    /// A writer for `sink`, whose file already holds one event per entry of `starts` (where
+    /// each one's line starts). An existing file was written by another process: its tail may
+    /// still sit in the page cache, so the first sync barrier syncs it.
+    pub(crate) fn new(sink: FileSink, starts: Vec<u64>) -> Self {
         let path = sink.path().to_path_buf();
         let materialized = sink.is_materialized();
+        let stored = starts.len() as u64;
+        let reader = match sink.reader() {
+            Some(Ok(file)) => Some(Arc::new(file)),
+            Some(Err(error)) => {
+                // Only reading back evicted events needs it; without it they stay in memory.
+                tracing::warn!(path = %path.display(), %error, "cannot open the session log for reading back");
+                None
+            }
+            None => None,
+        };
         let queue = Queue {
             queued: stored,
             written: stored,
             synced: if materialized { 0 } else { stored },
             materialized,
+            starts,
+            end: sink.len(),
+            reader,
             ..Queue::default()
         };
         let shared = Arc::new(Shared {
@@ -348,6 +369,24 @@ impl LogWriter {
 
     pub(crate) fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// How many events can be read back from the file: those written, once the file can be
+    /// read (0 before that).
+    pub(crate) fn readable(&self) -> u64 {
+        let queue = lock(&self.shared.queue);
+        if queue.reader.is_some() {
+            queue.written
+        } else {
+            0
+        }
+    }
+
+    /// A handle that reads written events back from the file, usable without the log's lock.
+    pub(crate) fn read_back(&self) -> ReadBack {
+        ReadBack {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Queues events committed without an append (the seed of a fresh file, crash repair):
@@ -403,6 +442,54 @@ impl LogWriter {
     /// [`Blocking::wait`] after releasing it.
     pub(crate) fn blocking(&mut self, upto: u64, level: Level) -> Blocking {
         self.shared.blocking(upto, level)
+    }
+}
+
+/// Reads events the writer has stored back from the file (see [`LogWriter::read_back`]).
+#[derive(Clone)]
+pub(crate) struct ReadBack {
+    shared: Arc<Shared>,
+}
+
+impl ReadBack {
+    /// Events `from..to`, read from the file. They must have been written.
+    pub(crate) fn read(&self, from: u64, to: u64) -> Result<Vec<Arc<Event>>, SessionError> {
+        use std::os::unix::fs::FileExt;
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let path = &self.shared.path;
+        let not_stored = || SessionError::ReadBack {
+            path: path.clone(),
+            seq: from,
+            reason: "the event is not in the file yet".into(),
+        };
+        let (reader, start, end) = {
+            let queue = lock(&self.shared.queue);
+            let (Ok(first), Ok(last)) = (usize::try_from(from), usize::try_from(to - 1)) else {
+                return Err(not_stored());
+            };
+            let reader = queue.reader.clone().ok_or_else(not_stored)?;
+            let (Some(&start), Some(&last_start)) =
+                (queue.starts.get(first), queue.starts.get(last))
+            else {
+                return Err(not_stored());
+            };
+            // The line of `to - 1` ends where the next line starts (members of a packed row
+            // share one start), or at the end of what is stored.
+            let end = queue.starts[last + 1..]
+                .iter()
+                .copied()
+                .find(|&s| s > last_start)
+                .unwrap_or(queue.end);
+            (reader, start, end)
+        };
+        let len = usize::try_from(end.saturating_sub(start)).map_err(|_| not_stored())?;
+        let mut bytes = vec![0; len];
+        reader
+            .read_exact_at(&mut bytes, start)
+            .map_err(|e| SessionError::io(path, e))?;
+        crate::jsonl::parse_read_back(path, bytes, from, to)
     }
 }
 
@@ -511,18 +598,30 @@ fn run(shared: &Shared) {
             (batch, want_sync, materialize, queue.closing)
         };
         let mut result = Ok(());
+        let mut starts = Vec::new();
         if !batch.is_empty() || materialize {
-            result = sink.write_batch(&batch);
+            result = sink.write_batch(&batch, &mut starts);
         }
         let wrote = result.is_ok();
         if wrote && want_sync {
             result = sink.flush();
         }
+        let need_reader = wrote && sink.is_materialized() && lock(&shared.queue).reader.is_none();
+        let reader = if need_reader { sink.reader() } else { None };
         let mut queue = lock(&shared.queue);
         if wrote {
             queue.batches += u64::from(!batch.is_empty());
             queue.written += batch.len() as u64;
+            queue.starts.extend(starts);
+            queue.end = sink.len();
             queue.materialized = queue.materialized || sink.is_materialized();
+            match reader {
+                Some(Ok(file)) => queue.reader = Some(Arc::new(file)),
+                Some(Err(error)) => {
+                    tracing::warn!(path = %sink.path().display(), %error, "cannot open the session log for reading back")
+                }
+                None => {}
+            }
         }
         match result {
             Ok(()) => {
@@ -568,7 +667,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s").join("session.jsonl");
         let header = crate::header::SessionHeader::new("s", None).to_json_line();
-        let mut writer = LogWriter::new(FileSink::lazy(path.clone(), "s".into(), header), 0);
+        let mut writer =
+            LogWriter::new(FileSink::lazy(path.clone(), "s".into(), header), Vec::new());
         {
             // The writer thread starts at the first push and waits for the file meanwhile.
             let shared = writer.shared.clone();
@@ -595,7 +695,7 @@ mod tests {
     fn a_full_disk_fails_the_barrier_and_refuses_later_appends() {
         let full = Path::new("/dev/full");
         let sink = FileSink::existing(full.to_path_buf(), "full".into(), 0).unwrap();
-        let mut writer = LogWriter::new(sink, 0);
+        let mut writer = LogWriter::new(sink, Vec::new());
         writer.push(event(0));
         let err = writer.blocking(1, Level::Written).wait().unwrap_err();
         let SessionError::Io { path, source } = &err else {

@@ -255,6 +255,7 @@ async fn fan_out() {
         let ends: Vec<Value> = parent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "turn/end")
             .map(|e| e.data.value().clone())
@@ -268,6 +269,7 @@ async fn fan_out() {
     let results = parent
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "tool/result")
         .count();

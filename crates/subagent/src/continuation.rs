@@ -630,10 +630,15 @@ impl Subagents {
                 .get(id)
                 .map_or(0, |a| a.boundary);
             let own = child.log().events_since(boundary);
-            let (output, stop) = if failures.is_empty() {
-                (final_assistant_output(&own), epoch_stop_reason(&own))
-            } else {
-                (Vec::new(), crate::output::StopReason::Error)
+            let (output, stop) = match own {
+                Ok(own) if failures.is_empty() => {
+                    (final_assistant_output(&own), epoch_stop_reason(&own))
+                }
+                Ok(_) => (Vec::new(), crate::output::StopReason::Error),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the child's history; its run is reported failed");
+                    (Vec::new(), crate::output::StopReason::Error)
+                }
             };
             child.dispose().await;
             self.runtime.directory.unregister(&child);

@@ -68,12 +68,16 @@ impl InProcessProvider {
     }
 
     /// The fork seed, or `None` (no seed at all, not an empty one) before any turn ended.
-    fn seed(&self, parent: &AgentHandle) -> Option<Vec<Arc<dsh_session::Event>>> {
+    fn seed(
+        &self,
+        parent: &AgentHandle,
+    ) -> Result<Option<Vec<Arc<dsh_session::Event>>>, SubagentError> {
         if !self.fork {
-            return None;
+            return Ok(None);
         }
-        let prefix = completed_turn_prefix(parent.log());
-        (!prefix.is_empty()).then_some(prefix)
+        let prefix = completed_turn_prefix(parent.log())
+            .map_err(|e| SubagentError::plain(format!("cannot read the parent's history: {e}")))?;
+        Ok((!prefix.is_empty()).then_some(prefix))
     }
 }
 
@@ -112,7 +116,7 @@ impl SubagentProvider for InProcessProvider {
         request: PrepareRequest,
     ) -> BoxFuture<'static, Result<Prepared, SubagentError>> {
         let seed = self.seed(&request.parent);
-        Box::pin(async move { Ok(Prepared { seed }) })
+        Box::pin(async move { Ok(Prepared { seed: seed? }) })
     }
 }
 
@@ -132,7 +136,7 @@ impl InProcessProvider {
         let depth = resolve_child_depth(delegation_depth_of(parent), request.max_depth)?;
         let id = uuid::Uuid::new_v4().to_string();
         let policy = self.runtime.capture_policy(parent);
-        let prefix = self.seed(parent);
+        let prefix = self.seed(parent)?;
         let seed_length = prefix.as_ref().map_or(0, |p| p.len() as u64);
         let header = parent.log().header();
         let spec = ChildSpec {
@@ -376,7 +380,13 @@ fn read_result(
     cancelled: bool,
     capture: Option<&Capture>,
 ) -> SubagentResult {
-    let own = child.log().events_since(seed_length);
+    let own = match child.log().events_since(seed_length) {
+        Ok(own) => own,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the child's history; its run is reported failed");
+            return SubagentResult::new(Vec::new(), StopReason::Error);
+        }
+    };
     let output = final_assistant_output(&own);
     let mut stop = one_shot_stop_reason(fold_consumed_work(&own).end.as_ref());
     if cancelled && stop != StopReason::Completed {

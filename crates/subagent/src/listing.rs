@@ -170,7 +170,13 @@ impl Subagents {
                 header.id.clone(),
                 Node {
                     header,
-                    live: Some(agent.log().events().to_vec()),
+                    live: match agent.log().events() {
+                        Ok(events) => Some(events.to_vec()),
+                        Err(error) => {
+                            tracing::warn!(%error, "cannot read a live session's history; listing it as stored");
+                            None
+                        }
+                    },
                 },
             );
         }

@@ -10,6 +10,7 @@ use dsh_agent::prompt::Section;
 use dsh_agent::prompt::Slot;
 use dsh_kernel::Scope;
 use dsh_session::Event;
+use dsh_session::SessionError;
 use dsh_session::SessionLog;
 use dsh_session::kind;
 use dsh_tools::ToolRegistry;
@@ -112,16 +113,8 @@ impl ChildRuntime {
     pub fn capture_policy(&self, parent: &AgentHandle) -> DelegatedPolicy {
         let sandbox = parent
             .log()
-            .events()
-            .iter()
-            .rev()
-            .find(|e| e.kind == "sandbox/mode")
-            .and_then(|e| {
-                e.data
-                    .get("mode")
-                    .and_then(|m| m.as_str())
-                    .map(str::to_owned)
-            });
+            .last_of_kind("sandbox/mode")
+            .and_then(|e| sandbox_mode_of(&e));
         DelegatedPolicy {
             sandbox,
             approval_never: self.approval_composed,
@@ -209,29 +202,45 @@ impl ChildRuntime {
 /// The mode of the latest `sandbox/mode` event of `log` (only delegation stamps when
 /// `delegated_only`).
 pub fn latest_sandbox_mode(log: &SessionLog, delegated_only: bool) -> Option<String> {
-    log.events()
-        .iter()
-        .rev()
-        .filter(|e| e.kind == "sandbox/mode")
-        .find(|e| {
-            !delegated_only || e.data.get("source").and_then(|s| s.as_str()) == Some("delegation")
-        })
-        .and_then(|e| {
-            e.data
-                .get("mode")
-                .and_then(|m| m.as_str())
-                .map(str::to_owned)
-        })
+    let delegated = |e: &Event| e.data.get("source").and_then(|s| s.as_str()) == Some("delegation");
+    let latest = log.last_of_kind("sandbox/mode")?;
+    if !delegated_only || delegated(&latest) {
+        return sandbox_mode_of(&latest);
+    }
+    // A later switch of another source shadows the delegation's stamp: look further back.
+    match log.events() {
+        Ok(events) => events
+            .iter()
+            .rev()
+            .filter(|e| e.kind == "sandbox/mode")
+            .find(|e| delegated(e))
+            .and_then(|e| sandbox_mode_of(e)),
+        Err(error) => {
+            // Unreadable history: pass on the mode the parent runs under now, never a wider
+            // default.
+            tracing::warn!(%error, "cannot read the delegation's sandbox stamp; passing on the current mode");
+            sandbox_mode_of(&latest)
+        }
+    }
+}
+
+fn sandbox_mode_of(event: &Event) -> Option<String> {
+    event
+        .data
+        .get("mode")
+        .and_then(|m| m.as_str())
+        .map(str::to_owned)
 }
 
 /// `completedTurnPrefix(parent)`: events `0..=seq(last turn/end)`; empty before any turn
 /// ended. The in-flight turn (holding the delegating call) and later log-only events are out.
-pub fn completed_turn_prefix(log: &SessionLog) -> Vec<Arc<Event>> {
-    let events = log.events();
-    match events.iter().rposition(|e| e.kind == kind::TURN_END) {
-        Some(last) => events[..=last].to_vec(),
-        None => Vec::new(),
-    }
+pub fn completed_turn_prefix(log: &SessionLog) -> Result<Vec<Arc<Event>>, SessionError> {
+    let Some(last) = log.last_of_kind(kind::TURN_END) else {
+        return Ok(Vec::new());
+    };
+    let mut events = log.events()?.to_vec();
+    events.truncate(usize::try_from(last.seq + 1).unwrap_or(usize::MAX));
+    Ok(events)
 }
 
 /// Owned copies of `events` for a session seed.

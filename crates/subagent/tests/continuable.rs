@@ -71,7 +71,7 @@ async fn a_background_child_starts_at_once_and_its_settlement_wakes_the_idle_par
     .await;
     parent.when_idle().await;
     // Checklist 34.
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     let id = child_id_from(&results[0].0);
     let child = &rig.child_logs()[0];
     assert_eq!(child.header.id, id);
@@ -99,7 +99,7 @@ async fn a_background_child_starts_at_once_and_its_settlement_wakes_the_idle_par
         .unwrap();
     assert!(policy < first_turn);
     // Checklist 38 and 41: one notice with the summary, the marker and the closing message.
-    let notices = user_messages(&parent.log().events(), "subagent-settled");
+    let notices = user_messages(&parent.log().events().unwrap(), "subagent-settled");
     assert_eq!(notices.len(), 1);
     let summary = format!(
         "Background subagent {id} finished and will do no further work unless you send it more."
@@ -143,11 +143,11 @@ async fn a_child_without_output_and_each_stop_reason_gets_its_summary() {
     prompt(&parent, "P-ERR").await;
     settled(&rig).await;
     eventually("the notice", || {
-        !user_messages(&parent.log().events(), "subagent-settled").is_empty()
+        !user_messages(&parent.log().events().unwrap(), "subagent-settled").is_empty()
     })
     .await;
-    let notice = &user_messages(&parent.log().events(), "subagent-settled")[0];
-    let id = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let notice = &user_messages(&parent.log().events().unwrap(), "subagent-settled")[0];
+    let id = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     // Checklists 39 and 40.
     assert_eq!(
         notice["content"],
@@ -173,11 +173,11 @@ async fn a_child_without_output_and_each_stop_reason_gets_its_summary() {
     prompt(&parent, "P-MAXT").await;
     settled(&rig).await;
     eventually("the notice", || {
-        !user_messages(&parent.log().events(), "subagent-settled").is_empty()
+        !user_messages(&parent.log().events().unwrap(), "subagent-settled").is_empty()
     })
     .await;
-    let notice = &user_messages(&parent.log().events(), "subagent-settled")[0];
-    let id = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let notice = &user_messages(&parent.log().events().unwrap(), "subagent-settled")[0];
+    let id = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     assert_eq!(
         notice["content"][0]["text"],
         format!("Background subagent {id} ran out of room before it finished.")
@@ -216,11 +216,11 @@ async fn a_refused_prompt_reports_declined_the_task() {
     prompt(&parent, "P-REF").await;
     settled(&rig).await;
     eventually("the notice", || {
-        !user_messages(&parent.log().events(), "subagent-settled").is_empty()
+        !user_messages(&parent.log().events().unwrap(), "subagent-settled").is_empty()
     })
     .await;
-    let notice = &user_messages(&parent.log().events(), "subagent-settled")[0];
-    let id = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let notice = &user_messages(&parent.log().events().unwrap(), "subagent-settled")[0];
+    let id = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     assert_eq!(
         notice["content"][0]["text"],
         format!("Background subagent {id} declined the task.")
@@ -265,7 +265,7 @@ async fn simultaneous_notices_join_one_step_of_a_running_parent() {
         .await
         .unwrap();
     // Checklist 42: both notices are claimed by the same step of turn 1.
-    let events = parent.log().events();
+    let events = parent.log().events().unwrap();
     assert_eq!(parent.log().turn_state().last_turn, 1);
     let notice_seqs: Vec<u64> = events
         .iter()
@@ -310,7 +310,7 @@ async fn the_callers_signal_stops_mattering_after_acceptance() {
     // Checklist 36.
     signal.cancel();
     settled(&rig).await;
-    let notices = user_messages(&parent.log().events(), "subagent-settled");
+    let notices = user_messages(&parent.log().events().unwrap(), "subagent-settled");
     assert_eq!(notices.len(), 1);
     assert!(
         notices[0]["content"][0]["text"]
@@ -351,7 +351,7 @@ async fn a_failure_before_acceptance_leaves_nothing_behind() {
     assert!(rig.store.as_ref().unwrap().load("reserved-child").is_err());
     assert!(rig.subagents.resident().is_empty());
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert!(user_messages(&parent.log().events(), "subagent-settled").is_empty());
+    assert!(user_messages(&parent.log().events().unwrap(), "subagent-settled").is_empty());
     assert_eq!(parent.log().len(), 0);
 }
 
@@ -367,7 +367,7 @@ async fn without_persistence_continuable_start_fails() {
     prompt(&parent, "P-NOPERSIST").await;
     // Checklist 35.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: continuable subagents require session persistence (load a dsh-session-persistence backend)"
                 .to_owned(),
@@ -402,7 +402,7 @@ async fn a_continuable_parent_waits_for_the_children_it_owns() {
     prompt(&parent, "P-TREE").await;
     settled(&rig).await;
     eventually("the top notice", || {
-        !user_messages(&parent.log().events(), "subagent-settled").is_empty()
+        !user_messages(&parent.log().events().unwrap(), "subagent-settled").is_empty()
     })
     .await;
     parent.when_idle().await;
@@ -425,7 +425,7 @@ async fn a_continuable_parent_waits_for_the_children_it_owns() {
     assert_eq!(ends, vec![leaf.header.id.clone(), mid.header.id.clone()]);
     let mid_notices = user_messages(&mid.events, "subagent-settled");
     assert_eq!(mid_notices.len(), 1);
-    let top = user_messages(&parent.log().events(), "subagent-settled");
+    let top = user_messages(&parent.log().events().unwrap(), "subagent-settled");
     assert_eq!(top.len(), 1);
     assert_eq!(top[0]["content"][2]["text"], "mid saw leaf");
 }
@@ -463,7 +463,7 @@ async fn send_message_queues_a_later_turn_and_cold_resumes_a_settled_child() {
     settled(&rig).await;
     eventually("notice 1", || parent.log().turn_state().last_turn == 2).await;
     parent.when_idle().await;
-    let id = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let id = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     let child_len = rig.store.as_ref().unwrap().load(&id).unwrap().events.len();
     // Checklist 46: the settled child is cold-resumed by a later send_message.
     rig.script(
@@ -480,7 +480,7 @@ async fn send_message_queues_a_later_turn_and_cold_resumes_a_settled_child() {
     );
     let _ = gates;
     prompt(&parent, "P-SEND again").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     // Checklist 45.
     assert_eq!(
         results[1],
@@ -491,7 +491,7 @@ async fn send_message_queues_a_later_turn_and_cold_resumes_a_settled_child() {
     );
     settled(&rig).await;
     eventually("notice 2", || {
-        user_messages(&parent.log().events(), "subagent-settled").len() == 2
+        user_messages(&parent.log().events().unwrap(), "subagent-settled").len() == 2
     })
     .await;
     parent.when_idle().await;
@@ -535,7 +535,7 @@ async fn send_message_queues_a_later_turn_and_cold_resumes_a_settled_child() {
             .contains("You are the resumable persona.")
     );
     assert!(!second.tools.iter().any(|t| t.name == "gate"));
-    let notices = user_messages(&parent.log().events(), "subagent-settled");
+    let notices = user_messages(&parent.log().events().unwrap(), "subagent-settled");
     assert_eq!(notices[1]["content"][2]["text"], "second answer");
 }
 
@@ -565,7 +565,7 @@ async fn send_message_refuses_strangers_unknown_ids_and_one_shot_children() {
     prompt(&owner, "P-OWNER").await;
     settled(&rig).await;
     eventually("notice", || {
-        user_messages(&owner.log().events(), "subagent-settled").len() == 1
+        user_messages(&owner.log().events().unwrap(), "subagent-settled").len() == 1
             && owner.status() == dsh_agent::AgentStatus::Idle
     })
     .await;
@@ -576,7 +576,7 @@ async fn send_message_refuses_strangers_unknown_ids_and_one_shot_children() {
     if owner_model.remaining() == 1 {
         prompt(&owner, "P-OWNER filler").await;
     }
-    let continuable_id = child_id_from(&tool_results(&owner.log().events())[0].0);
+    let continuable_id = child_id_from(&tool_results(&owner.log().events().unwrap())[0].0);
     let one_shot_id = rig
         .child_logs()
         .iter()
@@ -616,7 +616,7 @@ async fn send_message_refuses_strangers_unknown_ids_and_one_shot_children() {
     );
     prompt(&owner, "P-OWNER once more").await;
     // Checklists 47, 48 and 49.
-    let stranger_results = tool_results(&stranger.log().events());
+    let stranger_results = tool_results(&stranger.log().events().unwrap());
     assert_eq!(
         stranger_results,
         vec![
@@ -631,7 +631,7 @@ async fn send_message_refuses_strangers_unknown_ids_and_one_shot_children() {
         ]
     );
     assert_eq!(
-        tool_results(&owner.log().events()).last().unwrap(),
+        tool_results(&owner.log().events().unwrap()).last().unwrap(),
         &(
             format!(
                 "Error: subagent \"{one_shot_id}\" has no supported continuation state and cannot be resumed; do not retry send_message with this id"
@@ -672,7 +672,7 @@ async fn interrupt_cancels_the_current_turn_and_parks_queued_messages() {
     );
     let parent = rig.parent();
     prompt(&parent, "P-INT").await;
-    let id = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let id = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     eventually("the child and its leaf to be resident", || {
         rig.subagents.resident().len() == 2
     })
@@ -684,9 +684,13 @@ async fn interrupt_cancels_the_current_turn_and_parks_queued_messages() {
         .find(|r| *r != id)
         .unwrap();
     eventually("the leaf to wait at its gate", || {
-        rig.directory
-            .get(&leaf)
-            .is_some_and(|l| l.log().events().iter().any(|e| e.kind == "tool/call"))
+        rig.directory.get(&leaf).is_some_and(|l| {
+            l.log()
+                .events()
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "tool/call")
+        })
     })
     .await;
     rig.script(
@@ -703,7 +707,7 @@ async fn interrupt_cancels_the_current_turn_and_parks_queued_messages() {
         ],
     );
     prompt(&parent, "P-INT stop it").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     // Checklists 51 and 54.
     assert_eq!(
         results[2],
@@ -716,12 +720,18 @@ async fn interrupt_cancels_the_current_turn_and_parks_queued_messages() {
     let child = rig.directory.get(&id).unwrap();
     eventually("the child's turn to end", || {
         child.status() == dsh_agent::AgentStatus::Idle
-            && child.log().events().iter().any(|e| e.kind == "turn/end")
+            && child
+                .log()
+                .events()
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "turn/end")
     })
     .await;
     let end = child
         .log()
         .events()
+        .unwrap()
         .iter()
         .rev()
         .find(|e| e.kind == "turn/end")
@@ -791,7 +801,7 @@ async fn interrupt_authority_follows_the_live_lineage() {
     );
     let parent = rig.parent();
     prompt(&parent, "P-AUTH").await;
-    let mid = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let mid = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     eventually("both resident", || rig.subagents.resident().len() == 2).await;
     let leaf = rig
         .subagents
@@ -839,6 +849,7 @@ async fn interrupt_authority_follows_the_live_lineage() {
         leaf_agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .any(|e| e.kind == "turn/end")
     })
@@ -882,6 +893,7 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
         parent
             .log()
             .events()
+            .unwrap()
             .iter()
             .any(|e| e.kind == "tool/call" && e.data.pointer("/name") == Some(&json!("gate")))
     })
@@ -894,7 +906,7 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
     .await;
     gates.open("parent");
     parent.when_idle().await;
-    let id = child_id_from(&tool_results(&parent.log().events())[0].0);
+    let id = child_id_from(&tool_results(&parent.log().events().unwrap())[0].0);
     // Checklist 61: report is offered although the filter allows only `gate`.
     let offered: Vec<String> = child_model.requests()[0]
         .tools
@@ -907,7 +919,7 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
     let (report_text, is_error) = tool_results(&child.events)[1].clone();
     assert!(!is_error);
     assert!(report_text.starts_with("report accepted by the agent that started you as message "));
-    let relays = user_messages(&parent.log().events(), "subagent-report");
+    let relays = user_messages(&parent.log().events().unwrap(), "subagent-report");
     assert_eq!(relays.len(), 1);
     assert_eq!(
         relays[0]["content"],
@@ -931,6 +943,7 @@ async fn report_reaches_the_direct_parent_before_the_settlement_notice() {
     let order: Vec<String> = parent
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "user/message")
         .filter_map(|e| {
@@ -980,7 +993,12 @@ async fn report_delivery_next_step_wakes_and_quiet_does_not() {
             .unwrap();
         let child = rig.directory.get(&accepted.child_id).unwrap();
         eventually("the report", || {
-            child.log().events().iter().any(|e| e.kind == "tool/result")
+            child
+                .log()
+                .events()
+                .unwrap()
+                .iter()
+                .any(|e| e.kind == "tool/result")
         })
         .await;
         // Checklist 63 (the idle parent's only user message is the report).
@@ -1015,7 +1033,7 @@ async fn report_delivery_next_step_wakes_and_quiet_does_not() {
         // Checklist 43: with no live parent the notice is dropped; teardown still completes.
         gates.open("child");
         settled(&rig).await;
-        assert!(user_messages(&parent.log().events(), "subagent-settled").is_empty());
+        assert!(user_messages(&parent.log().events().unwrap(), "subagent-settled").is_empty());
     }
 }
 
@@ -1082,7 +1100,7 @@ async fn the_report_fence_delivers_report_and_notice_to_the_spawn_turn() {
         .collect();
     assert_eq!(kinds, vec!["subagent-report", "subagent-settled"]);
     assert_eq!(
-        tool_results(&parent.log().events())[0].0,
+        tool_results(&parent.log().events().unwrap())[0].0,
         format!("started subagent {}", rig.child_logs()[0].header.id)
     );
 }

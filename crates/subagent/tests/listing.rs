@@ -71,7 +71,7 @@ async fn list_agents_renders_children_in_order_and_hides_one_shot_ones() {
     list(&rig, "P-LIST", json!({}));
     prompt(&parent, "P-LIST empty").await;
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![("(no subagents)".to_owned(), false)]
     );
     stored_child(&rig, "c-b", "p", Some(continuable("second")));
@@ -82,7 +82,7 @@ async fn list_agents_renders_children_in_order_and_hides_one_shot_ones() {
     list(&rig, "P-LIST", json!({}));
     prompt(&parent, "P-LIST again").await;
     assert_eq!(
-        tool_results(&parent.log().events())[1],
+        tool_results(&parent.log().events().unwrap())[1],
         (
             "c-b [ready] — second\nc-a [ready] — third".to_owned(),
             false
@@ -104,7 +104,7 @@ async fn descendants_walk_the_tree_through_one_shot_and_ordinary_sessions() {
     prompt(&parent, "P-DESC").await;
     // Checklist 58.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "c1 [ready] parent=p depth=1 — waiting branch\nc2 [ready] parent=c1 depth=2 — nested leaf\ndeep [ready] parent=forked depth=3 — under a fork"
                 .to_owned(),
@@ -136,7 +136,7 @@ async fn unreadable_and_malformed_children_are_diagnostics() {
     prompt(&parent, "P-DIAG").await;
     // Checklist 59.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "good [ready] — fine\nnodesc [diagnostic: corrupt]\nbaddesc [diagnostic: corrupt]\ntorn [diagnostic: unavailable]"
                 .to_owned(),
@@ -157,7 +157,7 @@ async fn listing_needs_the_projection_registry() {
     prompt(&parent, "P-NOPROJ").await;
     // Checklist 60 (no children at all).
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: listing subagents requires the sessionProjections registry (load @deepseek-ai/dsh-session-projection)"
                 .to_owned(),
@@ -167,6 +167,7 @@ async fn listing_needs_the_projection_registry() {
     let result = parent
         .log()
         .events()
+        .unwrap()
         .iter()
         .find_map(|e| e.decode::<dsh_session::data::ToolResult>())
         .unwrap()
@@ -229,7 +230,7 @@ async fn status_comes_from_the_live_registry() {
     );
     prompt(&parent, "P-STATUS").await;
     eventually("three activations", || rig.subagents.resident().len() == 3).await;
-    let waiter_id = tool_results(&parent.log().events())[1]
+    let waiter_id = tool_results(&parent.log().events().unwrap())[1]
         .0
         .strip_prefix("started subagent ")
         .unwrap()
@@ -242,7 +243,7 @@ async fn status_comes_from_the_live_registry() {
     list(&rig, "P-STATUS", json!({}));
     prompt(&parent, "P-STATUS list").await;
     // Checklist 57: running, idle (live, waiting on its own child) and later ready.
-    let text = tool_results(&parent.log().events())[2].0.clone();
+    let text = tool_results(&parent.log().events().unwrap())[2].0.clone();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].ends_with("[running] — busy one"), "{text}");
@@ -257,7 +258,7 @@ async fn status_comes_from_the_live_registry() {
         vec![call("l", "list_agents", json!({})), text_response("listed")],
     );
     prompt(&parent, "P-STATUS final").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     let last = &results.last().unwrap().0;
     assert!(last.lines().all(|l| l.contains("[ready]")), "{last}");
 }
@@ -294,7 +295,11 @@ async fn after_a_crash_notices_are_restored_and_children_repaired() {
     let hung_id = rig.subagents.resident().into_iter().next().unwrap();
     let hung = rig.directory.get(&hung_id).unwrap();
     eventually("the hung child to stream", || {
-        hung.log().events().iter().any(|e| e.kind == "step/start")
+        hung.log()
+            .events()
+            .unwrap()
+            .iter()
+            .any(|e| e.kind == "step/start")
     })
     .await;
     // "Crash": the disk as it is now, opened by a fresh process.
@@ -324,6 +329,7 @@ async fn after_a_crash_notices_are_restored_and_children_repaired() {
     assert_eq!(
         child
             .events()
+            .unwrap()
             .iter()
             .rev()
             .find(|e| e.kind == "turn/end")

@@ -34,7 +34,7 @@ async fn a_foreground_child_has_its_own_session_and_returns_its_answer() {
 
     // §2.1.4: the tool result is the child's final text.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![("hi there".to_owned(), false)]
     );
     let children = rig.child_logs();
@@ -92,7 +92,7 @@ async fn a_foreground_child_has_its_own_session_and_returns_its_answer() {
     let sandbox = snapshot.find("Sandbox:").unwrap();
     let statement = snapshot.find(DELEGATION_CONTEXT).unwrap();
     assert!(sandbox < approval && approval < statement, "{snapshot}");
-    for event in parent.log().events().iter() {
+    for event in parent.log().events().unwrap().iter() {
         assert!(
             !event
                 .data
@@ -282,7 +282,7 @@ async fn max_depth_zero_forbids_all_delegation() {
     prompt(&parent, "P-ZERO").await;
     // Checklist 19.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: subagent depth 1 exceeds maxDepth 0".to_owned(),
             true
@@ -311,7 +311,7 @@ async fn a_max_tokens_child_fails_with_its_partial_text() {
     prompt(&parent, "P-MAX").await;
     // Checklist 26.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: subagent run hit its token limit before finishing\nPartial output before the run ended:\npartial assistant text"
                 .to_owned(),
@@ -345,7 +345,7 @@ async fn a_failing_child_model_yields_subagent_run_failed() {
     prompt(&parent, "P-FAIL").await;
     // A crashing child gets the exact headline (checklist 28 / the fault list).
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![("Error: subagent run failed".to_owned(), true)]
     );
 }
@@ -389,7 +389,7 @@ async fn cancelling_the_parent_turn_settles_the_child_as_aborted() {
         json!({"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "parent"}}})
     );
     assert!(child.repair.is_empty(), "the child log is closed");
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     assert_eq!(results.len(), 1);
     assert!(results[0].1);
     assert_eq!(rig.directory.len(), 1, "only the parent stays live");

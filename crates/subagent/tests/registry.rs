@@ -328,7 +328,7 @@ async fn the_schema_and_the_disabled_background_flag() {
     let parent = rig.parent();
     prompt(&parent, "P-FG").await;
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: run_in_background is disabled for this tool instance (enableRunInBackground: false)".to_owned(),
             true
@@ -406,7 +406,7 @@ async fn foreground_errors_diagnostics_and_dispose_failures() {
     let parent = rig.parent();
     prompt(&parent, "P-DISPOSE").await;
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: subagent run failed: socket closed; dispose failed: kill failed".to_owned(),
             true
@@ -453,7 +453,7 @@ async fn output_is_the_last_non_empty_message_of_the_childs_own_events() {
     );
     let parent = rig.parent();
     prompt(&parent, "P-OUT").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     assert!(results[0].1);
     assert!(
         results[0]
@@ -509,7 +509,7 @@ async fn forks_are_seeded_with_completed_turns_only() {
     assert!(!early.events.iter().any(|e| e.kind == "session/end-seed"));
     // Checklist 7: the seed is the parent's events up to and including its last turn/end.
     let fork = &children[1];
-    let parent_events = parent.log().events();
+    let parent_events = parent.log().events().unwrap();
     let last_end = parent_events[..first_turn_len as usize]
         .iter()
         .rposition(|e| e.kind == "turn/end")
@@ -782,7 +782,7 @@ async fn background_one_shot_children_are_jobs() {
     let parent = rig.parent();
     prompt(&parent, "P-NOJOBS").await;
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs".to_owned(),
             true
@@ -806,7 +806,7 @@ async fn background_one_shot_children_are_jobs() {
     let owner = rig.parent();
     let owner_id = dsh_tool_shell::OwnerId::new(owner.id());
     prompt(&owner, "P-JOBS").await;
-    let results = tool_results(&owner.log().events());
+    let results = tool_results(&owner.log().events().unwrap());
     let mut ids: Vec<String> = results
         .iter()
         .map(|(t, _)| {
@@ -905,7 +905,7 @@ async fn a_one_shot_child_cannot_ask_the_user() {
         vec![(format!("Error: {}", dsh_user_questions::DELEGATED), true)]
     );
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![("I need a decision: which way?".to_owned(), false)]
     );
 }

@@ -76,6 +76,10 @@ pub enum MeterError {
         seq: u64,
         reason: String,
     },
+    /// The log's older events could not be read back (the fold is unchanged; a later call
+    /// tries again).
+    #[error("token meter: cannot read the session log: {reason}")]
+    Unreadable { reason: String },
 }
 
 #[derive(Debug, Clone)]
@@ -152,7 +156,11 @@ impl MeterFold {
         if log.len() == self.next_seq {
             return Ok(());
         }
-        let events = log.events_since(self.next_seq);
+        let events = log
+            .events_since(self.next_seq)
+            .map_err(|e| MeterError::Unreadable {
+                reason: e.to_string(),
+            })?;
         self.advance_all(events.iter().map(AsRef::as_ref))
     }
 

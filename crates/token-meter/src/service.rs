@@ -70,8 +70,12 @@ impl TokenMeter {
     pub fn pressure(&self, log: &SessionLog) -> ContextPressure {
         let entry = self.folds(log);
         let mut folds = entry.lock().unwrap_or_else(PoisonError::into_inner);
-        for event in log.events_since(folds.pressure.next_seq()) {
-            folds.pressure.advance(&event);
+        match log.events_since(folds.pressure.next_seq()) {
+            Ok(events) => events
+                .iter()
+                .for_each(|event| folds.pressure.advance(event)),
+            // The projection stays where it was; the next call tries again.
+            Err(error) => tracing::warn!(%error, "context pressure: cannot read the session log"),
         }
         folds.pressure.value()
     }

@@ -36,6 +36,7 @@ impl Recorder {
         self.0
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter_map(|event| event.decode::<TodoWrite>())
             .map(|decoded| decoded.unwrap().todos)

@@ -357,6 +357,7 @@ async fn esc_cancels_the_running_turn_and_the_log_records_it() {
         .agent()
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "turn/end")
         .map(|e| e.data.value().clone())

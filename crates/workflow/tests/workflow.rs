@@ -76,14 +76,14 @@ async fn a_workflow_fans_out_children_and_records_them_in_the_parent_log() {
     let parent = rig.parent();
     prompt(&parent, "P-WF").await;
     // Checklist 74 and 75.
-    let (text, is_error) = tool_results(&parent.log().events())[0].clone();
+    let (text, is_error) = tool_results(&parent.log().events().unwrap())[0].clone();
     assert!(!is_error, "{text}");
     assert_eq!(
         text,
         "workflow \"fanout\" completed (2 agents).\nReturn value:\n{\n  \"a\": \"one\",\n  \"b\": null,\n  \"n\": null\n}"
     );
     // Checklist 76: run-start, paired agent records by seq, run-end last.
-    let records = records(&parent.log().events());
+    let records = records(&parent.log().events().unwrap());
     let kinds: Vec<&str> = records
         .iter()
         .map(|r| r["type"].as_str().unwrap())
@@ -165,7 +165,7 @@ async fn invalid_meta_and_scripts_are_rejected_before_any_child() {
     );
     let parent = rig.parent();
     prompt(&parent, "P-BAD").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     // Checklist 71.
     assert_eq!(
         results[0],
@@ -186,7 +186,7 @@ async fn invalid_meta_and_scripts_are_rejected_before_any_child() {
         "{results:?}"
     );
     assert!(rig.child_logs().is_empty());
-    assert!(records(&parent.log().events()).is_empty());
+    assert!(records(&parent.log().events().unwrap()).is_empty());
 }
 
 #[tokio::test]
@@ -209,14 +209,14 @@ async fn misusing_a_hook_inside_a_combinator_kills_the_script() {
     prompt(&parent, "P-MISUSE").await;
     // Checklist 73.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: workflow run failed: WorkflowError: agent() option \"colour\" is not recognized (supported: label, phase, schema, provider, model)".to_owned(),
             true
         )]
     );
     assert!(rig.child_logs().is_empty());
-    let records = records(&parent.log().events());
+    let records = records(&parent.log().events().unwrap());
     assert_eq!(records.last().unwrap()["data"]["stopReason"], "error");
 }
 
@@ -247,7 +247,7 @@ async fn the_total_agent_cap_stops_a_runaway_loop() {
     prompt(&parent, "P-CAP").await;
     // Checklist 77.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: workflow run failed: WorkflowError: this run reached its total agent cap (2) — a runaway-loop backstop; raise the applicable maxTotalAgents limit if the scale is intentional".to_owned(),
             true
@@ -282,7 +282,7 @@ async fn long_results_are_truncated_and_non_json_results_rejected() {
     );
     let parent = rig.parent();
     prompt(&parent, "P-TRUNC").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     assert_eq!(
         results[0],
         (
@@ -330,7 +330,7 @@ async fn cancelling_the_parent_step_cancels_the_run_and_its_children() {
         .find(|e| e.kind == "turn/end")
         .unwrap();
     assert_eq!(end.data["reason"]["kind"], "aborted");
-    let records = records(&parent.log().events());
+    let records = records(&parent.log().events().unwrap());
     assert_eq!(records.last().unwrap()["type"], "tool-workflow/run-end");
     assert_eq!(records.last().unwrap()["data"]["stopReason"], "cancelled");
     let ends: Vec<&Value> = records
@@ -378,7 +378,7 @@ async fn ralph_runs_fresh_rounds_until_the_worker_reports_completion() {
     let parent = rig.parent();
     prompt(&parent, "P-RALPH go").await;
     // Checklist 79.
-    let (text, is_error) = tool_results(&parent.log().events())[0].clone();
+    let (text, is_error) = tool_results(&parent.log().events().unwrap())[0].clone();
     assert!(!is_error, "{text}");
     assert_eq!(
         text,
@@ -432,7 +432,7 @@ async fn ralph_budget_blocker_and_round_failure_envelopes() {
     );
     let parent = rig.parent();
     prompt(&parent, "P-RALPH2").await;
-    let results = tool_results(&parent.log().events());
+    let results = tool_results(&parent.log().events().unwrap());
     assert!(
         results[0].0.starts_with(
             "Ralph reached its 1 round limit; the worker reported work remaining.\nFinal report:\n{"
@@ -506,7 +506,7 @@ async fn ralph_refuses_providers_it_cannot_use() {
         prompt(&parent, &key).await;
         // Checklist 78.
         assert_eq!(
-            tool_results(&parent.log().events()),
+            tool_results(&parent.log().events().unwrap()),
             vec![(message.to_owned(), true)]
         );
         scope.dispose();
@@ -547,11 +547,11 @@ async fn a_workflow_called_from_code_mode_writes_no_records() {
     );
     rig.script("W-NESTED", vec![text_response("nested answer")]);
     prompt(&parent, "P-CODE").await;
-    let (text, is_error) = tool_results(&parent.log().events())[0].clone();
+    let (text, is_error) = tool_results(&parent.log().events().unwrap())[0].clone();
     assert!(!is_error, "{text}");
     assert!(text.contains("nested answer"), "{text}");
     // Checklist 76, second half.
-    assert!(records(&parent.log().events()).is_empty());
+    assert!(records(&parent.log().events().unwrap()).is_empty());
     assert_eq!(rig.child_logs().len(), 1);
 }
 
@@ -605,7 +605,7 @@ async fn ralph_refuses_a_provider_without_structured_output() {
     prompt(&parent, "P-PLAIN").await;
     // Checklist 78.
     assert_eq!(
-        tool_results(&parent.log().events()),
+        tool_results(&parent.log().events().unwrap()),
         vec![(
             "Error: Ralph subagent provider \"plain\" does not support structured output"
                 .to_owned(),

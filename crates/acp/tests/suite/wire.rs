@@ -300,6 +300,7 @@ async fn stdin_closed_mid_turn_cancels_answers_and_keeps_the_log_valid() {
     let log = factory.store.resume(&session).unwrap();
     let end = log
         .events()
+        .unwrap()
         .iter()
         .rev()
         .find(|e| e.kind == "turn/end")

@@ -42,7 +42,7 @@ async fn item_12_followup_on_idle_synchronously_opens_the_turn_and_claims() {
         rig.kinds(),
         ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced"]
     );
-    let events = rig.log().events();
+    let events = rig.log().events().unwrap();
     assert_eq!(events[0].data["target"], "next-turn");
     assert_eq!(events[0].data["inserted"][0]["id"], prompt.id.as_str());
     assert_eq!(events[1].data, json!({"turn": 1}));
@@ -145,6 +145,7 @@ async fn item_14_assistant_message_cites_its_chunks_and_usage() {
     idle(&agent).await;
     let message = log
         .events()
+        .unwrap()
         .iter()
         .find(|e| e.kind == "assistant/message")
         .cloned()
@@ -173,6 +174,7 @@ async fn item_15_a_burst_of_followups_runs_n_turns_in_one_running_interval() {
     let prompts: Vec<(u64, String)> = rig
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "user/message")
         .map(|e| (rig.log().turn_state().last_turn, text(&e.data)))
@@ -239,6 +241,7 @@ async fn item_17_pre_step_fires_once_per_proposed_step_before_step_start() {
                 let steps_started = cell.get().map_or(0, |a: &dsh_agent::AgentHandle| {
                     a.log()
                         .events()
+                        .unwrap()
                         .iter()
                         .filter(|e| e.kind == "step/start")
                         .count()
@@ -454,6 +457,7 @@ async fn item_23_steer_joins_the_running_turn_and_wakes_an_idle_agent() {
     let messages: Vec<(String, String)> = rig
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "user/message" || e.kind == "step/start")
         .map(|e| {
@@ -630,6 +634,7 @@ async fn item_29_additional_contexts_enter_after_all_results_in_call_order() {
     let tail: Vec<String> = rig
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| {
             [

@@ -96,6 +96,7 @@ async fn pending_items_can_be_prepended_replaced_and_removed_durably() {
         rig.log().header().clone(),
         rig.log()
             .events()
+            .unwrap()
             .iter()
             .map(|e| e.as_ref().clone())
             .collect(),

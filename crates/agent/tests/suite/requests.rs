@@ -38,7 +38,7 @@ async fn item_30_request_messages_and_envelope_equal_the_log() {
     rig.adapter.push_chunks(text_response("done"));
     rig.prompt("go").await;
     let requests = rig.adapter.requests();
-    let events = rig.log().events();
+    let events = rig.log().events().unwrap();
     // Each request equals the surface derived from the events before its first chunk.
     let starts: Vec<u64> = events
         .windows(2)

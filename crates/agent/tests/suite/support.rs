@@ -138,6 +138,7 @@ impl Rig {
     pub fn of(&self, kind: &str) -> Vec<Arc<Event>> {
         self.log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == kind)
             .cloned()
@@ -174,7 +175,11 @@ impl Rig {
 }
 
 pub fn kinds(log: &SessionLog) -> Vec<String> {
-    log.events().iter().map(|e| e.kind.to_string()).collect()
+    log.events()
+        .unwrap()
+        .iter()
+        .map(|e| e.kind.to_string())
+        .collect()
 }
 
 pub async fn idle(agent: &AgentHandle) {

@@ -148,6 +148,7 @@ async fn item_50_results_commit_in_model_order_when_a_later_call_finishes_first(
     let order: Vec<String> = rig
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "tool/call" || e.kind == "tool/result")
         .map(|e| {
@@ -223,6 +224,7 @@ async fn item_51_the_parallel_pool_is_bounded_and_exclusive_calls_are_barriers()
     let kinds: Vec<String> = rig
         .log()
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "tool/call" || e.kind == "tool/result")
         .map(|e| e.kind.to_string())

@@ -76,6 +76,7 @@ impl EventLog {
         self.0
             .log()
             .events()
+            .unwrap()
             .iter()
             .map(|e| (e.kind.to_string(), e.data.value().clone()))
             .collect()

@@ -93,6 +93,7 @@ async fn hundreds_of_large_tool_steps_stay_inside_a_small_window() {
     let seed: Vec<_> = rig
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.as_ref().clone())
         .collect();
@@ -119,6 +120,7 @@ async fn hundreds_of_large_tool_steps_stay_inside_a_small_window() {
     let end = resumed
         .log()
         .events()
+        .unwrap()
         .iter()
         .rev()
         .find(|e| e.kind == "turn/end")

@@ -94,6 +94,7 @@ async fn a_compacted_session_resumes_and_forks_with_the_same_history() {
     assert_eq!(
         child
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "compaction/summary")
             .count(),

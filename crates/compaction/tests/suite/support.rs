@@ -129,6 +129,7 @@ impl Rig {
     pub fn kinds_since(&self, from: u64) -> Vec<String> {
         self.log()
             .events_since(from)
+            .unwrap()
             .iter()
             .map(|e| e.kind.to_string())
             .filter(|k| k != "assistant/chunk")
@@ -176,6 +177,7 @@ pub fn create(
 
 pub fn of(log: &SessionLog, kind: &str) -> Vec<Arc<Event>> {
     log.events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == kind)
         .cloned()

@@ -225,6 +225,7 @@ async fn an_unmatched_start_after_the_end_seed_is_busy_and_one_before_it_is_stal
         .unwrap();
     let seed: Vec<_> = seed_log
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.as_ref().clone())
         .collect();

@@ -170,7 +170,7 @@ impl Rig {
     }
 
     pub fn events(&self) -> Vec<Arc<Event>> {
-        self.agent.log().events().to_vec()
+        self.agent.log().events().unwrap().to_vec()
     }
 
     pub fn of(&self, kind: &str) -> Vec<Value> {

@@ -93,7 +93,7 @@ async fn prompts_become_commands_that_prompt_the_agent() {
     assert_eq!(ran.result.display_text(), None, "{:?}", ran.result);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let text = serde_json::to_string(&*log.events()).unwrap();
+        let text = serde_json::to_string(&*log.events().unwrap()).unwrap();
         if text.contains("What's weather in Paris, TX?") {
             break;
         }

@@ -126,7 +126,13 @@ fn item_09_only_seeded_sessions_get_an_end_seed_marker() {
     let (_home, store) = store();
     let plain = store.create(CreateOptions::default()).unwrap();
     full_turn(&plain, 1);
-    assert!(plain.events().iter().all(|e| e.kind != kind::END_SEED));
+    assert!(
+        plain
+            .events()
+            .unwrap()
+            .iter()
+            .all(|e| e.kind != kind::END_SEED)
+    );
 
     let seeded = store
         .create(CreateOptions {
@@ -134,11 +140,16 @@ fn item_09_only_seeded_sessions_get_an_end_seed_marker() {
             ..CreateOptions::default()
         })
         .unwrap();
-    let kinds: Vec<_> = seeded.events().iter().map(|e| e.kind).collect();
+    let kinds: Vec<_> = seeded.events().unwrap().iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [kind::END_SEED]);
-    assert_eq!(seeded.get(0).unwrap().seq, 0);
+    assert_eq!(seeded.get(0).unwrap().unwrap().seq, 0);
 
-    let seed: Vec<_> = plain.events().iter().map(|e| (**e).clone()).collect();
+    let seed: Vec<_> = plain
+        .events()
+        .unwrap()
+        .iter()
+        .map(|e| (**e).clone())
+        .collect();
     let n = seed.len();
     let child = store
         .create(CreateOptions {
@@ -149,6 +160,7 @@ fn item_09_only_seeded_sessions_get_an_end_seed_marker() {
     assert_eq!(child.len() as usize, n + 1);
     let markers = child
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == kind::END_SEED)
         .count();

@@ -20,7 +20,10 @@ fn loop_shaped_logs_pass() {
     let log = store.create(CreateOptions::default()).unwrap();
     full_turn(&log, 1);
     full_turn(&log, 2);
-    assert_eq!(check_invariants(&log.events()), Vec::<String>::new());
+    assert_eq!(
+        check_invariants(&log.events().unwrap()),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -45,7 +48,7 @@ fn violations_are_named() {
     log.append_data(&StepEnd { turn: 2, step: 2 }, None)
         .unwrap();
     assert_eq!(
-        check_invariants(&log.events()),
+        check_invariants(&log.events().unwrap()),
         vec![
             "seq 0 (todo/write): must be inside an open turn",
             "seq 1 (turn/start): turn must be 1",

@@ -44,7 +44,7 @@ fn header_then_one_line_per_event_round_trips() {
             r#"{{"type":"session","version":0,"id":"s1","createdAt":{created},"cwd":"/work/proj","delegationDepth":0}}"#
         )
     );
-    let events = log.events();
+    let events = log.events().unwrap();
     assert_eq!(lines.len(), events.len() + 1);
     for (line, event) in lines[1..].iter().zip(events.iter()) {
         assert_eq!(*line, event.to_json_line());

@@ -51,7 +51,7 @@ fn an_open_turn_is_closed_with_synthetic_results() {
     );
 
     let log = store.resume("crash").unwrap();
-    let events = log.events_since(before);
+    let events = log.events_since(before).unwrap();
     assert_eq!(events.len(), 5);
     let unknown = &events[0];
     assert_eq!(
@@ -109,7 +109,7 @@ fn an_open_turn_is_closed_with_synthetic_results() {
     assert_eq!(log.turn_state().open_turn, None);
 
     assert_eq!(
-        dsh_session::check_invariants(&log.events()),
+        dsh_session::check_invariants(&log.events().unwrap()),
         Vec::<String>::new()
     );
 
@@ -132,7 +132,12 @@ fn an_open_turn_without_a_step_only_gets_its_turn_end() {
         .unwrap();
     drop(log);
     let log = store.resume("t").unwrap();
-    let kinds: Vec<String> = log.events().iter().map(|e| e.kind.to_string()).collect();
+    let kinds: Vec<String> = log
+        .events()
+        .unwrap()
+        .iter()
+        .map(|e| e.kind.to_string())
+        .collect();
     assert_eq!(kinds, ["turn/start", "turn/end", "session/end-seed"]);
 }
 
@@ -151,6 +156,7 @@ fn a_crash_mid_stream_closes_the_step_without_results() {
     let log = store.resume("m").unwrap();
     let kinds: Vec<String> = log
         .events_since(3)
+        .unwrap()
         .iter()
         .map(|e| e.kind.to_string())
         .collect();

@@ -150,6 +150,7 @@ fn fork_copies_a_closed_prefix_into_a_new_session() {
         lines[1..].to_vec(),
         child
             .events()
+            .unwrap()
             .iter()
             .map(|e| e.to_json_line())
             .collect::<Vec<_>>()
