@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use dsh_session::Event;
+use dsh_session::SessionLog;
 use jiff::Timestamp;
 use jiff::civil;
 use jiff::tz::TimeZone;
@@ -431,23 +432,27 @@ impl State {
                 continue;
             }
             let change: Change = event.data.decode().map_err(|_| CORRUPT)?;
-            match change {
-                Change::Create { schedule, .. } => {
-                    state.seen.push(schedule.id.clone());
-                    state.active.push(schedule);
-                }
-                Change::Delete { id, .. } => state.active.retain(|r| r.id != id),
-                Change::Dispatch { id, next, .. } => match next {
-                    Some(next) => {
-                        if let Some(record) = state.active.iter_mut().find(|r| r.id == id) {
-                            record.scheduled_at = next;
-                        }
-                    }
-                    None => state.active.retain(|r| r.id != id),
-                },
-            }
+            state.apply(change);
         }
         Ok(state)
+    }
+
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Create { schedule, .. } => {
+                self.seen.push(schedule.id.clone());
+                self.active.push(schedule);
+            }
+            Change::Delete { id, .. } => self.active.retain(|r| r.id != id),
+            Change::Dispatch { id, next, .. } => match next {
+                Some(next) => {
+                    if let Some(record) = self.active.iter_mut().find(|r| r.id == id) {
+                        record.scheduled_at = next;
+                    }
+                }
+                None => self.active.retain(|r| r.id != id),
+            },
+        }
     }
 
     /// `schedule-<n>`: n = ids ever seen + 1, skipping used ones.
@@ -463,9 +468,49 @@ impl State {
     }
 }
 
+/// [`State::fold`] of one log kept across calls: the events before `next_seq` are folded, so
+/// a read costs only what the log appended since the last one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StateFold {
+    next_seq: u64,
+    state: State,
+    /// A `schedule/change` since the last seed boundary did not decode.
+    corrupt: bool,
+}
+
+impl StateFold {
+    /// `State::fold(&log.events())`, folding only what `log` appended since the last call. A
+    /// log shorter than what was folded is another log: the fold starts over.
+    pub(crate) fn catch_up(&mut self, log: &SessionLog) -> Result<State, RuleError> {
+        if log.len() < self.next_seq {
+            *self = Self::default();
+        }
+        for event in log.events_since(self.next_seq) {
+            self.next_seq = event.seq + 1;
+            match event.kind.as_str() {
+                "session/end-seed" => {
+                    self.state = State::default();
+                    self.corrupt = false;
+                }
+                "schedule/change" if !self.corrupt => match event.data.decode::<Change>() {
+                    Ok(change) => self.state.apply(change),
+                    Err(_) => self.corrupt = true,
+                },
+                _ => {}
+            }
+        }
+        if self.corrupt {
+            Err(CORRUPT)
+        } else {
+            Ok(self.state.clone())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dsh_session::SessionHeader;
 
     const NOW: i64 = 1_893_456_000_000; // 2030-01-01T00:00:00Z
 
@@ -554,5 +599,133 @@ mod tests {
                 rfc3339(NOW + 300_000)
             )
         );
+    }
+
+    fn record(n: u64, kind: Kind) -> Record {
+        Record {
+            id: format!("schedule-{n}"),
+            kind,
+            prompt: format!("p{n}"),
+            after_seconds: (kind == Kind::After).then_some(60),
+            every_seconds: (kind == Kind::Every).then_some(300),
+            scheduled_at: rfc3339(NOW + 60_000),
+            created_at_ms: NOW,
+        }
+    }
+
+    fn append(log: &SessionLog, change: &Change) {
+        let data = serde_json::to_value(change).unwrap();
+        log.append("schedule/change", data, None).unwrap();
+    }
+
+    fn create(log: &SessionLog, n: u64, kind: Kind) {
+        append(
+            log,
+            &Change::Create {
+                version: 1,
+                schedule: record(n, kind),
+            },
+        );
+    }
+
+    fn delete(log: &SessionLog, n: u64) {
+        append(
+            log,
+            &Change::Delete {
+                version: 1,
+                id: format!("schedule-{n}"),
+            },
+        );
+    }
+
+    fn dispatch(log: &SessionLog, n: u64, next: Option<i64>) {
+        append(
+            log,
+            &Change::Dispatch {
+                version: 1,
+                id: format!("schedule-{n}"),
+                occurrence_at: rfc3339(NOW + 60_000),
+                next: next.map(rfc3339),
+            },
+        );
+    }
+
+    fn corrupt(log: &SessionLog) {
+        log.append("schedule/change", json!({"operation": "explode"}), None)
+            .unwrap();
+    }
+
+    /// Appends one step of a session's reminder history (and other events).
+    fn step(log: &SessionLog, i: u64) {
+        match i % 7 {
+            0 => create(log, i, Kind::After),
+            1 => create(log, i, Kind::Every),
+            2 => dispatch(log, i - 1, Some(NOW + 600_000 + i as i64)),
+            3 => delete(log, i - 3),
+            4 => dispatch(log, i.saturating_sub(5), None),
+            5 => log
+                .append("turn/start", json!({"turn": i}), None)
+                .map(drop)
+                .unwrap(),
+            _ => create(log, i, Kind::At),
+        }
+    }
+
+    #[test]
+    fn the_incremental_fold_is_the_whole_log_fold() {
+        for every in [1, 4] {
+            let log = SessionLog::in_memory(SessionHeader::new("s", None));
+            let mut fold = StateFold::default();
+            for i in 0..40 {
+                step(&log, i);
+                if i % every == 0 {
+                    assert_eq!(fold.catch_up(&log), State::fold(&log.events()), "step {i}");
+                }
+            }
+            let last = fold.catch_up(&log).unwrap();
+            assert_eq!(Ok(last.clone()), State::fold(&log.events()));
+            assert!(!last.active.is_empty());
+            let creates = (0..40).filter(|i| matches!(i % 7, 0 | 1 | 6)).count();
+            assert_eq!(last.seen.len(), creates);
+            // A corrupt change stays an error however the log grows.
+            corrupt(&log);
+            create(&log, 100, Kind::At);
+            assert_eq!(fold.catch_up(&log), Err(CORRUPT));
+            create(&log, 101, Kind::At);
+            assert_eq!(fold.catch_up(&log), State::fold(&log.events()));
+        }
+    }
+
+    #[test]
+    fn a_seed_boundary_starts_the_fold_over() {
+        // A fork: the parent's history (even a corrupt one) is seed, and does not count.
+        let parent = SessionLog::in_memory(SessionHeader::new("parent", None));
+        for i in 0..10 {
+            step(&parent, i);
+        }
+        corrupt(&parent);
+        let seed: Vec<Event> = parent.events().iter().map(|e| (**e).clone()).collect();
+        let child = SessionLog::from_seed(SessionHeader::new("child", None), seed).unwrap();
+        let mut fold = StateFold::default();
+        assert_eq!(fold.catch_up(&child), Ok(State::default()));
+        create(&child, 1, Kind::After);
+        let state = fold.catch_up(&child).unwrap();
+        assert_eq!(Ok(state.clone()), State::fold(&child.events()));
+        assert_eq!(state.seen, vec!["schedule-1".to_owned()]);
+    }
+
+    #[test]
+    fn a_shorter_log_starts_the_fold_over() {
+        let long = SessionLog::in_memory(SessionHeader::new("s", None));
+        for i in 0..20 {
+            step(&long, i);
+        }
+        let mut fold = StateFold::default();
+        assert!(!fold.catch_up(&long).unwrap().seen.is_empty());
+        let short = SessionLog::in_memory(SessionHeader::new("s", None));
+        create(&short, 7, Kind::At);
+        let state = fold.catch_up(&short).unwrap();
+        assert_eq!(Ok(state.clone()), State::fold(&short.events()));
+        assert_eq!(state.seen, vec!["schedule-7".to_owned()]);
     }
 }

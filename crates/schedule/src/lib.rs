@@ -13,6 +13,8 @@
 pub mod domain;
 
 use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use dsh_kernel::Plugin;
@@ -35,7 +37,9 @@ use crate::domain::Change;
 use crate::domain::INTERNAL;
 use crate::domain::Kind;
 use crate::domain::Record;
+use crate::domain::RuleError;
 use crate::domain::State;
+use crate::domain::StateFold;
 use crate::domain::rfc3339;
 
 /// Where reminders are delivered: the owning agent's inbox.
@@ -88,6 +92,15 @@ impl std::fmt::Debug for Schedules {
 struct Session {
     log: WeakSessionLog,
     clock: Clock,
+    /// The log's reminders, shared with the owner task.
+    fold: Arc<Mutex<StateFold>>,
+}
+
+/// The reminders of `log` as `fold` (the log's own) brings them up to date.
+fn folded(fold: &Mutex<StateFold>, log: &SessionLog) -> Result<State, RuleError> {
+    fold.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .catch_up(log)
 }
 
 impl Session {
@@ -96,7 +109,7 @@ impl Session {
     }
 
     fn state(&self, log: &SessionLog) -> Result<State, Value> {
-        State::fold(&log.events()).map_err(|e| e.to_value())
+        folded(&self.fold, log).map_err(|e| e.to_value())
     }
 
     fn create(&self, args: &Value, run: &ToolRun) -> Value {
@@ -274,8 +287,8 @@ fn message(text: String) -> Message {
 }
 
 /// One delivery decision for an idle agent; `true` when something was delivered.
-fn deliver(log: &SessionLog, inbox: &dyn ReminderInbox, now: i64) -> bool {
-    let Ok(state) = State::fold(&log.events()) else {
+fn deliver(log: &SessionLog, fold: &Mutex<StateFold>, inbox: &dyn ReminderInbox, now: i64) -> bool {
+    let Ok(state) = folded(fold, log) else {
         return false;
     };
     let mut one_shots: Vec<&Record> = state
@@ -342,15 +355,20 @@ fn deliver(log: &SessionLog, inbox: &dyn ReminderInbox, now: i64) -> bool {
 }
 
 /// The owner task: waits for the earliest target or the end of a turn, and delivers.
-async fn own(log: WeakSessionLog, inbox: Arc<dyn ReminderInbox>, clock: Clock) {
+async fn own(
+    log: WeakSessionLog,
+    fold: Arc<Mutex<StateFold>>,
+    inbox: Arc<dyn ReminderInbox>,
+    clock: Clock,
+) {
     let Some(first) = log.upgrade() else { return };
     let mut events = first.subscribe();
     drop(first);
     loop {
         let Some(log) = log.upgrade() else { return };
         let now = clock();
-        let delivered = inbox.is_idle() && deliver(&log, inbox.as_ref(), now);
-        let next_due = State::fold(&log.events())
+        let delivered = inbox.is_idle() && deliver(&log, &fold, inbox.as_ref(), now);
+        let next_due = folded(&fold, &log)
             .ok()
             .and_then(|s| s.active.iter().map(Record::scheduled_ms).min());
         drop(log);
@@ -403,9 +421,11 @@ impl Schedules {
         if log.header().parent_session.is_some() {
             return Ok(());
         }
+        let fold = Arc::new(Mutex::new(StateFold::default()));
         let session = Session {
             log: log.downgrade(),
             clock: self.clock.clone(),
+            fold: fold.clone(),
         };
         for definition in session
             .definitions()
@@ -415,7 +435,7 @@ impl Schedules {
                 .register(agent, definition)
                 .map_err(|e| PluginError::msg(e.to_string()))?;
         }
-        let task = tokio::spawn(own(log.downgrade(), inbox, self.clock.clone()));
+        let task = tokio::spawn(own(log.downgrade(), fold, inbox, self.clock.clone()));
         agent.defer(move || task.abort());
         Ok(())
     }
