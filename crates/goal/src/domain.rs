@@ -8,6 +8,7 @@ use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_session::Event;
+use dsh_session::SessionLog;
 use serde_json::Map;
 use serde_json::Value;
 use serde_json::json;
@@ -210,52 +211,79 @@ pub(crate) fn goal_round_of(source: &Value) -> Option<(String, u64, u64)> {
 pub fn fold_goal(events: &[Arc<Event>]) -> Option<GoalState> {
     let mut state: Option<GoalState> = None;
     for event in events {
-        match event.kind.as_str() {
-            "goal/change" => {
-                let data = &event.data;
-                if data.get("operation").and_then(Value::as_str) == Some("clear") {
-                    state = None;
-                    continue;
-                }
-                let Some(goal) = data.get("goal").and_then(GoalSnapshot::from_json) else {
-                    tracing::warn!(seq = event.seq, "unreadable goal/change; ignored");
-                    continue;
-                };
-                let num = |k: &str| data.get(k).and_then(Value::as_u64).unwrap_or(0);
-                state = Some(GoalState {
-                    goal,
-                    rounds_started: num("roundsStarted"),
-                    created_at: num("createdAt"),
-                    updated_at: num("updatedAt"),
-                });
-            }
-            "user/message" => {
-                let (Some(current), Some((id, revision, round))) = (
-                    state.as_mut(),
-                    event.data.get("source").and_then(goal_round_of),
-                ) else {
-                    continue;
-                };
-                let g = &current.goal;
-                if g.phase == Phase::Active
-                    && g.id == id
-                    && g.revision == revision
-                    && round == current.rounds_started + 1
-                    && round <= g.max_goal_rounds
-                {
-                    current.rounds_started = round;
-                } else {
-                    tracing::warn!(
-                        seq = event.seq,
-                        "goal round at session event {} is not the next admitted round of the active goal",
-                        event.seq
-                    );
-                }
-            }
-            _ => {}
-        }
+        apply(&mut state, event);
     }
     state
+}
+
+/// One step of [`fold_goal`].
+fn apply(state: &mut Option<GoalState>, event: &Event) {
+    match event.kind.as_str() {
+        "goal/change" => {
+            let data = &event.data;
+            if data.get("operation").and_then(Value::as_str) == Some("clear") {
+                *state = None;
+                return;
+            }
+            let Some(goal) = data.get("goal").and_then(GoalSnapshot::from_json) else {
+                tracing::warn!(seq = event.seq, "unreadable goal/change; ignored");
+                return;
+            };
+            let num = |k: &str| data.get(k).and_then(Value::as_u64).unwrap_or(0);
+            *state = Some(GoalState {
+                goal,
+                rounds_started: num("roundsStarted"),
+                created_at: num("createdAt"),
+                updated_at: num("updatedAt"),
+            });
+        }
+        "user/message" => {
+            let (Some(current), Some((id, revision, round))) = (
+                state.as_mut(),
+                event.data.get("source").and_then(goal_round_of),
+            ) else {
+                return;
+            };
+            let g = &current.goal;
+            if g.phase == Phase::Active
+                && g.id == id
+                && g.revision == revision
+                && round == current.rounds_started + 1
+                && round <= g.max_goal_rounds
+            {
+                current.rounds_started = round;
+            } else {
+                tracing::warn!(
+                    seq = event.seq,
+                    "goal round at session event {} is not the next admitted round of the active goal",
+                    event.seq
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// [`fold_goal`] kept up to date across calls: the events before `next_seq` are folded into
+/// `state`, so a read costs only what the log appended since the last one.
+#[derive(Debug, Clone, Default)]
+struct GoalFold {
+    next_seq: u64,
+    state: Option<GoalState>,
+}
+
+impl GoalFold {
+    /// Folds what `log` appended since the last call. A log shorter than what was folded is
+    /// another instance under the same id (a reload): the fold starts over.
+    fn catch_up(&mut self, log: &SessionLog) {
+        if log.len() < self.next_seq {
+            *self = Self::default();
+        }
+        for event in log.events_since(self.next_seq) {
+            self.next_seq = event.seq + 1;
+            apply(&mut self.state, &event);
+        }
+    }
 }
 
 type ChangeFn = Arc<dyn Fn(&AgentHandle) + Send + Sync>;
@@ -264,6 +292,8 @@ type ChangeFn = Arc<dyn Fn(&AgentHandle) + Send + Sync>;
 pub struct Goals {
     default_max_rounds: u64,
     activation: Mutex<HashMap<String, Activation>>,
+    /// The goal fold of each agent, by agent id (a fork or a child has its own id).
+    folds: Mutex<HashMap<String, Arc<Mutex<GoalFold>>>>,
     listeners: Mutex<Vec<ChangeFn>>,
 }
 
@@ -301,6 +331,7 @@ impl Goals {
         Self {
             default_max_rounds,
             activation: Mutex::new(HashMap::new()),
+            folds: Mutex::new(HashMap::new()),
             listeners: Mutex::new(Vec::new()),
         }
     }
@@ -310,8 +341,21 @@ impl Goals {
         lock(&self.listeners).push(Arc::new(listener));
     }
 
+    /// The current goal: [`fold_goal`] over the agent's log, advanced incrementally (the driver
+    /// asks at every idle, the tools at every call).
     pub fn current(&self, agent: &AgentHandle) -> Option<GoalState> {
-        fold_goal(&agent.log().events())
+        let fold = lock(&self.folds)
+            .entry(agent.id().to_owned())
+            .or_default()
+            .clone();
+        let mut fold = lock(&fold);
+        fold.catch_up(agent.log());
+        fold.state.clone()
+    }
+
+    /// Drops an agent's fold (its agent is gone; a later `current` folds again from the start).
+    pub(crate) fn forget(&self, agent_id: &str) {
+        lock(&self.folds).remove(agent_id);
     }
 
     pub fn activation(&self, agent: &AgentHandle) -> Activation {
@@ -658,6 +702,137 @@ impl Goals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dsh_session::SessionHeader;
+    use dsh_session::SurfaceIntent;
+    use dsh_session::data::UserMessage;
+
+    fn snapshot(id: &str, revision: u64, phase: Phase, max: u64) -> GoalSnapshot {
+        GoalSnapshot {
+            id: id.into(),
+            revision,
+            objective: format!("objective of {id}"),
+            phase,
+            blocked_reason: None,
+            max_goal_rounds: max,
+        }
+    }
+
+    fn change(log: &SessionLog, operation: &str, goal: &GoalSnapshot, rounds: u64) {
+        let data = json!({
+            "kind": "goal/change", "version": 1, "operation": operation,
+            "goal": goal.to_json(), "roundsStarted": rounds, "createdAt": 1, "updatedAt": 2,
+        });
+        log.append("goal/change", data, None).unwrap();
+    }
+
+    fn clear(log: &SessionLog) {
+        let data = json!({"kind": "goal/change", "version": 1, "operation": "clear"});
+        log.append("goal/change", data, None).unwrap();
+    }
+
+    fn round(log: &SessionLog, goal: &GoalSnapshot, round: u64) {
+        let state = GoalState {
+            goal: goal.clone(),
+            rounds_started: 0,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let message = crate::driver::round_message(&state, round);
+        log.append_data(&UserMessage(message), Some(SurfaceIntent::append()))
+            .unwrap();
+    }
+
+    fn human(log: &SessionLog) {
+        let message = dsh_protocol::Message::user_text("hello");
+        log.append_data(&UserMessage(message), Some(SurfaceIntent::append()))
+            .unwrap();
+    }
+
+    /// One append of a goal's life.
+    enum Step {
+        Human,
+        Change(&'static str, GoalSnapshot, u64),
+        Round(GoalSnapshot, u64),
+        Clear,
+    }
+
+    fn run(log: &SessionLog, step: &Step) {
+        match step {
+            Step::Human => human(log),
+            Step::Change(operation, goal, rounds) => change(log, operation, goal, *rounds),
+            Step::Round(goal, n) => round(log, goal, *n),
+            Step::Clear => clear(log),
+        }
+    }
+
+    /// Every step of a goal's life, rounds out of order and stale ones included.
+    fn script() -> Vec<Step> {
+        let first = snapshot("goal-1", 1, Phase::Active, 3);
+        let edited = snapshot("goal-1", 2, Phase::Active, 3);
+        let second = snapshot("goal-2", 1, Phase::Active, 5);
+        vec![
+            Step::Human,
+            Step::Change("create", first.clone(), 0),
+            Step::Round(first.clone(), 1),
+            Step::Round(first.clone(), 2),
+            // Not the next round: ignored.
+            Step::Round(first.clone(), 4),
+            Step::Change("edit", edited.clone(), 2),
+            // A round of the old revision: ignored.
+            Step::Round(first, 3),
+            Step::Round(edited.clone(), 3),
+            Step::Human,
+            Step::Clear,
+            Step::Round(edited, 4),
+            Step::Change("create", second.clone(), 0),
+            Step::Round(second, 1),
+        ]
+    }
+
+    #[test]
+    fn the_incremental_fold_is_the_whole_log_fold() {
+        // Caught up after every append, and after every third one.
+        for every in [1, 3] {
+            let log = SessionLog::in_memory(SessionHeader::new("s", None));
+            let mut fold = GoalFold::default();
+            for (i, step) in script().iter().enumerate() {
+                run(&log, step);
+                if i % every == 0 {
+                    fold.catch_up(&log);
+                    assert_eq!(fold.state, fold_goal(&log.events()), "after step {i}");
+                    assert_eq!(fold.next_seq, log.len());
+                }
+            }
+            fold.catch_up(&log);
+            let whole = fold_goal(&log.events());
+            assert_eq!(fold.state, whole);
+            let last = whole.unwrap();
+            assert_eq!((last.goal.id.as_str(), last.rounds_started), ("goal-2", 1));
+        }
+    }
+
+    #[test]
+    fn a_shorter_log_under_the_same_id_restarts_the_fold() {
+        let long = SessionLog::in_memory(SessionHeader::new("s", None));
+        for step in script() {
+            run(&long, &step);
+        }
+        let mut fold = GoalFold::default();
+        fold.catch_up(&long);
+        assert!(fold.state.is_some());
+        // A reload of an earlier state of the session: the goal is not created yet.
+        let short = SessionLog::in_memory(SessionHeader::new("s", None));
+        human(&short);
+        fold.catch_up(&short);
+        assert_eq!(fold.state, None);
+        assert_eq!(fold.next_seq, short.len());
+        let goal = snapshot("goal-3", 1, Phase::Active, 2);
+        change(&short, "create", &goal, 0);
+        round(&short, &goal, 1);
+        fold.catch_up(&short);
+        assert_eq!(fold.state, fold_goal(&short.events()));
+        assert_eq!(fold.state.map(|s| s.rounds_started), Some(1));
+    }
 
     #[test]
     fn block_codes_are_lower_kebab_case() {

@@ -18,6 +18,7 @@ use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
+use dsh_session::SessionLog;
 use serde_json::Value;
 
 use crate::Activation;
@@ -50,27 +51,30 @@ fn is_goal_message(message: &Message) -> bool {
 }
 
 /// Whether the last finished turn was an aborted goal round.
-fn cancelled_round(agent: &AgentHandle) -> bool {
-    let events = agent.log().events();
-    let Some(end) = events.iter().rposition(|e| e.kind == "turn/end") else {
+fn cancelled_round(log: &SessionLog) -> bool {
+    let Some(end) = log.last_of_kind("turn/end") else {
         return false;
     };
-    let aborted = events[end]
-        .data
-        .pointer("/reason/kind")
-        .and_then(Value::as_str)
-        == Some("aborted");
+    let aborted = end.data.pointer("/reason/kind").and_then(Value::as_str) == Some("aborted");
     if !aborted {
         return false;
     }
-    let start = events[..end]
+    let start = match log.last_of_kind("turn/start") {
+        Some(start) if start.seq < end.seq => start.seq,
+        None => 0,
+        // A turn opened after that end: walk back from the end to its own start.
+        Some(_) => (0..end.seq)
+            .rev()
+            .find(|&seq| log.get(seq).is_some_and(|e| e.kind == "turn/start"))
+            .unwrap_or(0),
+    };
+    log.events_since(start)
         .iter()
-        .rposition(|e| e.kind == "turn/start")
-        .unwrap_or(0);
-    events[start..end].iter().any(|e| {
-        (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
-            && e.data.to_string().contains("\"kind\":\"goal\"")
-    })
+        .take_while(|e| e.seq < end.seq)
+        .any(|e| {
+            (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
+                && e.data.to_string().contains("\"kind\":\"goal\"")
+        })
 }
 
 /// One drive at idle.
@@ -86,7 +90,7 @@ pub fn drive(goals: &Goals, agent: &AgentHandle) {
     if state.goal.phase != Phase::Active || goals.activation(agent) != Activation::Armed {
         return;
     }
-    if cancelled_round(agent) {
+    if cancelled_round(agent.log()) {
         if let Err(error) = goals.pause(agent, None) {
             tracing::warn!(%error, "cannot pause the goal after a cancelled round");
         }
@@ -145,6 +149,15 @@ pub fn install(goals: &Arc<Goals>, hooks: &Arc<AgentHooks>, owner: &Scope) -> Ve
                 .register(owner, move |event: &SessionStarted| {
                     let agent = &event.agent;
                     goals.disarm(agent);
+                    {
+                        // The agent's goal fold goes with it.
+                        let (goals, id) = (Arc::downgrade(&goals), agent.id().to_owned());
+                        agent.scope().defer(move || {
+                            if let Some(goals) = goals.upgrade() {
+                                goals.forget(&id);
+                            }
+                        });
+                    }
                     let scope = agent.scope().clone();
                     let goals = goals.clone();
                     let listener = hooks_for_agent
@@ -207,4 +220,132 @@ pub fn install(goals: &Arc<Goals>, hooks: &Arc<AgentHooks>, owner: &Scope) -> Ve
         }));
     }
     disposers
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use dsh_session::Event;
+    use dsh_session::SessionHeader;
+    use dsh_session::SurfaceIntent;
+    use dsh_session::data::UserMessage;
+    use serde_json::json;
+
+    use super::*;
+    use crate::GoalSnapshot;
+
+    /// The definition, over the whole log.
+    fn whole_log(events: &[Arc<Event>]) -> bool {
+        let Some(end) = events.iter().rposition(|e| e.kind == "turn/end") else {
+            return false;
+        };
+        let aborted = events[end]
+            .data
+            .pointer("/reason/kind")
+            .and_then(Value::as_str)
+            == Some("aborted");
+        if !aborted {
+            return false;
+        }
+        let start = events[..end]
+            .iter()
+            .rposition(|e| e.kind == "turn/start")
+            .unwrap_or(0);
+        events[start..end].iter().any(|e| {
+            (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
+                && e.data.to_string().contains("\"kind\":\"goal\"")
+        })
+    }
+
+    fn append(log: &SessionLog, step: &str, turn: u64) {
+        match step {
+            "start" => drop(
+                log.append("turn/start", json!({"turn": turn}), None)
+                    .unwrap(),
+            ),
+            "aborted" | "completed" => drop(
+                log.append(
+                    "turn/end",
+                    json!({"turn": turn, "reason": {"kind": step}}),
+                    None,
+                )
+                .unwrap(),
+            ),
+            "goal" | "human" => {
+                let message = if step == "goal" {
+                    let state = GoalState {
+                        goal: GoalSnapshot {
+                            id: "g".into(),
+                            revision: 1,
+                            objective: "o".into(),
+                            phase: Phase::Active,
+                            blocked_reason: None,
+                            max_goal_rounds: 9,
+                        },
+                        rounds_started: 0,
+                        created_at: 0,
+                        updated_at: 0,
+                    };
+                    round_message(&state, 1)
+                } else {
+                    Message::user_text("hi")
+                };
+                log.append_data(&UserMessage(message), Some(SurfaceIntent::append()))
+                    .unwrap();
+            }
+            _ => drop(log.append("other/event", json!({}), None).unwrap()),
+        }
+    }
+
+    #[test]
+    fn a_cancelled_round_is_read_from_the_last_turn_only() {
+        let scripts: &[&[&str]] = &[
+            &[],
+            &["goal", "aborted"],
+            &["start", "goal", "x", "aborted"],
+            &["start", "goal", "completed"],
+            &["start", "goal", "completed", "start", "human", "aborted"],
+            &[
+                "start",
+                "human",
+                "completed",
+                "start",
+                "x",
+                "goal",
+                "aborted",
+            ],
+            // A turn opened after the aborted one: its start is found by walking back.
+            &["start", "goal", "aborted", "start", "human"],
+            &[
+                "start",
+                "goal",
+                "completed",
+                "start",
+                "human",
+                "aborted",
+                "start",
+                "goal",
+            ],
+            &["goal", "x", "aborted", "start", "x"],
+        ];
+        let mut expected = Vec::new();
+        for script in scripts {
+            let log = SessionLog::in_memory(SessionHeader::new("s", None));
+            let mut turn = 0;
+            for step in *script {
+                if *step == "start" {
+                    turn += 1;
+                }
+                append(&log, step, turn);
+            }
+            let cancelled = cancelled_round(&log);
+            assert_eq!(cancelled, whole_log(&log.events()), "{script:?}");
+            expected.push(cancelled);
+        }
+        assert_eq!(
+            expected,
+            [false, true, true, false, false, true, true, false, true]
+        );
+    }
 }

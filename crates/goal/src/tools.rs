@@ -92,12 +92,9 @@ fn driver_agent(run: &ToolRun) -> Result<AgentHandle, ToolError> {
 
 /// The sources of the current turn's `user/message`s.
 fn turn_sources(agent: &AgentHandle) -> Vec<Value> {
-    let events = agent.log().events();
-    let start = events
-        .iter()
-        .rposition(|e| e.kind == "turn/start")
-        .unwrap_or(0);
-    events[start..]
+    let log = agent.log();
+    let start = log.last_of_kind("turn/start").map_or(0, |e| e.seq);
+    log.events_since(start)
         .iter()
         .filter(|e| e.kind == "user/message")
         .filter_map(|e| e.data.get("source").cloned())
