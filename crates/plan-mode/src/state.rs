@@ -17,11 +17,13 @@ use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_session::Event;
+use dsh_session::SessionLog;
 use serde_json::Value;
 use serde_json::json;
 
 use crate::PLUGIN;
 use crate::SECTION;
+use crate::modes::plan_state_of;
 
 /// The shipped guidance (prose of our own; the configured text replaces it verbatim).
 pub const DEFAULT_SECTION: &str = "Plan mode is active. Stay in plan mode until exit_plan_mode succeeds or the user switches the session back. Explore with reads, searches and checks that change nothing: no edits, no configuration changes, no formatter rewrites, no commits. Mutating tools stay listed only so the tool list does not change; do not use them now. Do not use todo_write to plan. Use ask_user_question only for choices that belong to the user. Make the plan decision-complete: someone else should be able to carry it out without further questions. Submit the complete plan, starting with a # title, through exit_plan_mode as your only and final tool call; after a rejection, revise and submit again. If the review channel is unavailable, stay in plan mode and tell the user.";
@@ -79,10 +81,33 @@ pub fn fold_plan(events: &[Arc<Event>]) -> bool {
         .unwrap_or(false)
 }
 
-/// The plan state the latest `request/header` was taken under, if any request was made.
-fn header_state(events: &[Arc<Event>]) -> Option<bool> {
-    let at = events.iter().rposition(|e| e.kind == "request/header")?;
-    Some(fold_plan(&events[..at]))
+/// The plan state the latest `request/header` was taken under (`None` before any request), as
+/// a fold kept across calls: the events before `next_seq` are folded.
+#[derive(Debug, Clone, Copy, Default)]
+struct HeaderFold {
+    next_seq: u64,
+    /// [`fold_plan`] of the folded events.
+    active: bool,
+    /// [`fold_plan`] of the events before the latest folded `request/header`.
+    at_header: Option<bool>,
+}
+
+impl HeaderFold {
+    /// Folds what `log` appended since the last call. A log shorter than what was folded is
+    /// another instance under the same id (a reload): the fold starts over.
+    fn catch_up(&mut self, log: &SessionLog) {
+        if log.len() < self.next_seq {
+            *self = Self::default();
+        }
+        for event in log.events_since(self.next_seq) {
+            self.next_seq = event.seq + 1;
+            match event.kind.as_str() {
+                "plan/mode" => self.active = plan_state_of(&event).unwrap_or(false),
+                "request/header" => self.at_header = Some(self.active),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// The switch narration.
@@ -119,6 +144,8 @@ struct Pending {
 pub struct PlanMode {
     config: PlanModeConfig,
     pending: Mutex<HashMap<String, Pending>>,
+    /// The header fold of each agent that needed one, by agent id.
+    headers: Mutex<HashMap<String, HeaderFold>>,
 }
 
 impl std::fmt::Debug for PlanMode {
@@ -132,11 +159,29 @@ impl PlanMode {
         Self {
             config,
             pending: Mutex::new(HashMap::new()),
+            headers: Mutex::new(HashMap::new()),
         }
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The plan state the latest `request/header` of `log` (agent `id`) was taken under, if any
+    /// request was made: the latest `plan/mode` before that header. O(1) unless a `plan/mode`
+    /// was logged since the header; then the agent's header fold answers.
+    fn header_state(&self, id: &str, log: &SessionLog) -> Option<bool> {
+        let header = log.last_of_kind("request/header")?;
+        match log.last_of_kind("plan/mode") {
+            None => Some(false),
+            Some(mode) if mode.seq < header.seq => Some(plan_state_of(&mode).unwrap_or(false)),
+            Some(_) => {
+                let mut headers = self.headers.lock().unwrap_or_else(PoisonError::into_inner);
+                let fold = headers.entry(id.to_owned()).or_default();
+                fold.catch_up(log);
+                fold.at_header
+            }
+        }
     }
 
     /// The logged state: the latest `plan/mode` event (O(1); the system prompt asks on every
@@ -193,12 +238,16 @@ impl PlanMode {
         }
         self.pending().remove(agent.id());
         let log = agent.log();
+        // Read before the append (which does not move it), while the latest `plan/mode` is
+        // still most likely older than the latest header.
+        let at_header = narrate
+            .then(|| self.header_state(agent.id(), log))
+            .flatten();
         if let Err(error) = log.append("plan/mode", json!({ "active": active }), None) {
             tracing::warn!(%error, "cannot log plan/mode");
             return SetOutcome::Noop;
         }
-        if narrate
-            && header_state(&log.events()) == Some(!active)
+        if at_header == Some(!active)
             && let Err(error) = agent.inject(narration(active))
         {
             tracing::warn!(%error, "cannot inject the plan-mode narration");
@@ -256,14 +305,19 @@ pub fn install(
                     return Ok(PreStepDecision::Enter(messages));
                 };
                 let log = agent.log();
-                let events = log.events();
-                if fold_plan(&events) != pending.active
+                // Both read before the append, like the narration decision always was.
+                let logged = plan.logged(&agent);
+                let at_header = pending
+                    .narrate
+                    .then(|| plan.header_state(agent.id(), log))
+                    .flatten();
+                if logged != pending.active
                     && let Err(error) =
                         log.append("plan/mode", json!({ "active": pending.active }), None)
                 {
                     tracing::warn!(%error, "cannot log plan/mode");
                 }
-                if pending.narrate && header_state(&events) == Some(!pending.active) {
+                if at_header == Some(!pending.active) {
                     messages.push(narration(pending.active));
                 }
                 Ok(PreStepDecision::Enter(messages))
@@ -271,4 +325,104 @@ pub fn install(
         }));
     }
     disposers
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_session::SessionHeader;
+
+    use super::*;
+
+    /// The definition: [`fold_plan`] of the events before the latest `request/header`.
+    fn whole_log_header_state(events: &[Arc<Event>]) -> Option<bool> {
+        let at = events.iter().rposition(|e| e.kind == "request/header")?;
+        Some(fold_plan(&events[..at]))
+    }
+
+    fn append(log: &SessionLog, step: &str) {
+        let (kind, data) = match step {
+            "on" => ("plan/mode", json!({"active": true})),
+            "off" => ("plan/mode", json!({"active": false})),
+            "odd" => ("plan/mode", json!({"active": "yes"})),
+            "header" => (
+                "request/header",
+                json!({"header": {"config": {"provider": "p", "model": "m"}}, "reason": "initial"}),
+            ),
+            _ => ("other/event", json!({})),
+        };
+        log.append(kind, data, None).unwrap();
+    }
+
+    /// Toggles with and without requests between them, so both the O(1) answer and the fold
+    /// (a `plan/mode` since the latest header) are taken, the fold several times with appends
+    /// in between.
+    const SCRIPT: &[&str] = &[
+        "x", "on", "x", "header", "x", "off", "on", "x", "header", "off", "x", "on", "off",
+        "header", "header", "odd", "x", "header", "on", "x", "off", "x", "on", "header", "x",
+        "off", "on", "off", "x",
+    ];
+
+    #[test]
+    fn the_header_state_is_the_whole_log_one() {
+        let plan = PlanMode::new(PlanModeConfig::default());
+        let log = SessionLog::in_memory(SessionHeader::new("s", None));
+        assert_eq!(plan.header_state("s", &log), None);
+        let mut folded = 0;
+        for (i, step) in SCRIPT.iter().enumerate() {
+            append(&log, step);
+            let whole = whole_log_header_state(&log.events());
+            assert_eq!(
+                plan.header_state("s", &log),
+                whole,
+                "after step {i} ({step})"
+            );
+            // A fresh service (no fold yet) answers the same.
+            let fresh = PlanMode::new(PlanModeConfig::default());
+            assert_eq!(
+                fresh.header_state("s", &log),
+                whole,
+                "fresh, after step {i}"
+            );
+            if let Some(fold) = plan.headers.lock().unwrap().get("s") {
+                folded = fold.next_seq;
+            }
+        }
+        // The fold answered some of them.
+        assert!(folded > 0);
+    }
+
+    #[test]
+    fn the_fold_is_the_whole_log_fold_at_every_length() {
+        let log = SessionLog::in_memory(SessionHeader::new("s", None));
+        let mut fold = HeaderFold::default();
+        for (i, step) in SCRIPT.iter().enumerate() {
+            append(&log, step);
+            if i % 2 == 0 {
+                fold.catch_up(&log);
+                let events = log.events();
+                assert_eq!(fold.at_header, whole_log_header_state(&events), "step {i}");
+                assert_eq!(fold.active, fold_plan(&events), "step {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_shorter_log_under_the_same_id_restarts_the_fold() {
+        let plan = PlanMode::new(PlanModeConfig::default());
+        let long = SessionLog::in_memory(SessionHeader::new("s", None));
+        for step in ["on", "header", "off"] {
+            append(&long, step);
+        }
+        assert_eq!(plan.header_state("s", &long), Some(true));
+        // A reload of another state of the session: the fold must not keep `Some(true)`.
+        let short = SessionLog::in_memory(SessionHeader::new("s", None));
+        for step in ["header", "on"] {
+            append(&short, step);
+        }
+        assert_eq!(plan.header_state("s", &short), Some(false));
+        assert_eq!(
+            plan.header_state("s", &short),
+            whole_log_header_state(&short.events())
+        );
+    }
 }
