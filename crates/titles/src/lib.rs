@@ -8,7 +8,10 @@
 //! and editors (`session_info_update`) show something better than an id.
 //! Must not depend on: other capability crates, the host, a front-end.
 
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::RequestInput;
@@ -18,6 +21,7 @@ use dsh_plugin::HostServices;
 use dsh_plugin::Plugin;
 use dsh_plugin::PluginError;
 use dsh_session::Event;
+use dsh_session::SessionLog;
 use dsh_session::data::SessionTitle;
 use dsh_session::data::TitleSource;
 use dsh_session::kind;
@@ -49,11 +53,13 @@ impl Plugin for FallbackTitlePlugin {
 
     fn apply(&self, ctx: &Scope, _config: FallbackSettings) -> Result<(), PluginError> {
         let host = HostServices::of(ctx)?;
+        let prompts = Arc::new(FirstPrompts::default());
         host.hooks
             .request
             .register(ctx, move |input: RequestInput, next| {
+                let prompts = prompts.clone();
                 Box::pin(async move {
-                    title_if_untitled(&input.agent);
+                    title_if_untitled(&input.agent, &prompts);
                     next.run(input).await
                 })
             });
@@ -99,13 +105,13 @@ impl HostPlugin for LlmTitlePlugin {
     const NAME: &'static str = "session-title";
 }
 
-fn title_if_untitled(agent: &AgentHandle) {
+fn title_if_untitled(agent: &AgentHandle, prompts: &FirstPrompts) {
     let log = agent.log();
     // Runs before every request: one lookup once titled, never a walk of the log.
     if log.last_of_kind(kind::SESSION_TITLE).is_some() {
         return;
     }
-    let Some((seq, text)) = first_prompt(&log.events()) else {
+    let Some((seq, text)) = prompts.find(log) else {
         return;
     };
     let title = fallback_title(&text);
@@ -117,23 +123,26 @@ fn title_if_untitled(agent: &AgentHandle) {
         message_seqs: vec![seq],
         source: TitleSource::Fallback,
     };
-    if let Err(error) = log.append_data(&data, None) {
-        tracing::warn!(%error, "cannot record the session title");
+    match log.append_data(&data, None) {
+        // Titled: the lookup above answers from now on.
+        Ok(_) => prompts.forget(log.id()),
+        Err(error) => tracing::warn!(%error, "cannot record the session title"),
     }
 }
 
-/// The seq and text of the session's first human `user/message` (text blocks joined by a
+/// The seq and text of `event` when it is a human `user/message` (text blocks joined by a
 /// space).
-fn first_prompt(events: &[Arc<Event>]) -> Option<(u64, String)> {
-    let prompt = events.iter().find(|event| {
-        event.kind == kind::USER_MESSAGE
-            && event
-                .data
-                .pointer("/source/kind")
-                .and_then(serde_json::Value::as_str)
-                == Some("user")
-    })?;
-    let text = prompt
+fn prompt_of(event: &Event) -> Option<(u64, String)> {
+    let human = event.kind == kind::USER_MESSAGE
+        && event
+            .data
+            .pointer("/source/kind")
+            .and_then(serde_json::Value::as_str)
+            == Some("user");
+    if !human {
+        return None;
+    }
+    let text = event
         .data
         .get("content")
         .and_then(serde_json::Value::as_array)
@@ -142,7 +151,65 @@ fn first_prompt(events: &[Arc<Event>]) -> Option<(u64, String)> {
         .filter_map(|block| block.get("text").and_then(serde_json::Value::as_str))
         .collect::<Vec<_>>()
         .join(" ");
-    Some((prompt.seq, text))
+    Some((event.seq, text))
+}
+
+/// The seq and text of the session's first human `user/message`.
+#[cfg(test)]
+fn first_prompt(events: &[Arc<Event>]) -> Option<(u64, String)> {
+    events.iter().find_map(|event| prompt_of(event))
+}
+
+/// How far the search for one session's first human prompt got: the events before `next_seq`
+/// hold none, or `found` is it (a log only grows, so it never changes once found).
+#[derive(Debug, Default)]
+struct FirstPromptFold {
+    next_seq: u64,
+    found: Option<(u64, String)>,
+}
+
+impl FirstPromptFold {
+    /// Reads what `log` appended since the last call, up to its first human prompt. A log
+    /// shorter than what was read is another instance under the same id: the search restarts.
+    fn catch_up(&mut self, log: &SessionLog) {
+        if log.len() < self.next_seq {
+            *self = Self::default();
+        }
+        if self.found.is_some() {
+            return;
+        }
+        for event in log.events_since(self.next_seq) {
+            self.next_seq = event.seq + 1;
+            if let Some(found) = prompt_of(&event) {
+                self.found = Some(found);
+                return;
+            }
+        }
+    }
+}
+
+/// The first human prompt of each session, by session id, searched incrementally: asked
+/// before every request of an untitled session, it reads only what was appended since.
+#[derive(Debug, Default)]
+pub(crate) struct FirstPrompts(Mutex<HashMap<String, FirstPromptFold>>);
+
+impl FirstPrompts {
+    fn folds(&self) -> std::sync::MutexGuard<'_, HashMap<String, FirstPromptFold>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The seq and text of the first human `user/message` of `log`.
+    pub(crate) fn find(&self, log: &SessionLog) -> Option<(u64, String)> {
+        let mut folds = self.folds();
+        let fold = folds.entry(log.id().to_owned()).or_default();
+        fold.catch_up(log);
+        fold.found.clone()
+    }
+
+    /// Drops a session's search (it will not be asked again).
+    pub(crate) fn forget(&self, id: &str) {
+        self.folds().remove(id);
+    }
 }
 
 /// The first words of `text` (control characters dropped), within the word and byte budgets.
@@ -185,7 +252,77 @@ pub fn join_within<'a>(words: impl Iterator<Item = &'a str>, max_bytes: usize) -
 
 #[cfg(test)]
 mod tests {
+    use dsh_protocol::ContentBlock;
+    use dsh_protocol::Message;
+    use dsh_protocol::MessageSource;
+    use dsh_session::SessionHeader;
+    use dsh_session::SurfaceIntent;
+    use dsh_session::data::UserMessage;
+
     use super::*;
+
+    fn message(log: &SessionLog, source: MessageSource, text: &str) {
+        let message = Message::user(vec![ContentBlock::text(text)], source);
+        log.append_data(&UserMessage(message), Some(SurfaceIntent::append()))
+            .unwrap();
+    }
+
+    fn other(log: &SessionLog) {
+        log.append("other/event", serde_json::json!({}), None)
+            .unwrap();
+    }
+
+    #[test]
+    fn the_first_prompt_search_is_the_whole_log_one() {
+        let log = SessionLog::in_memory(SessionHeader::new("s", None));
+        let prompts = FirstPrompts::default();
+        let steps = [
+            None,
+            Some((MessageSource::plugin("schedule"), "not human")),
+            None,
+            Some((MessageSource::user(), "first human words")),
+            Some((MessageSource::user(), "second human words")),
+            None,
+        ];
+        for (i, step) in steps.into_iter().enumerate() {
+            match step {
+                Some((source, text)) => message(&log, source, text),
+                None => other(&log),
+            }
+            assert_eq!(prompts.find(&log), first_prompt(&log.events()), "step {i}");
+            // The search stops at the prompt and reads nothing twice before it.
+            let read = prompts.folds().get("s").map(|fold| fold.next_seq);
+            assert_eq!(read, Some(log.len().min(4)), "step {i}");
+        }
+        assert_eq!(
+            prompts.find(&log),
+            Some((3, "first human words".to_owned()))
+        );
+    }
+
+    #[test]
+    fn a_shorter_log_under_the_same_id_restarts_the_search() {
+        let prompts = FirstPrompts::default();
+        let long = SessionLog::in_memory(SessionHeader::new("s", None));
+        for _ in 0..4 {
+            other(&long);
+        }
+        assert_eq!(prompts.find(&long), None);
+        // Another instance of the session, shorter than what was read: its prompt at seq 1
+        // is found although the search had passed seq 1 of the longer log.
+        let short = SessionLog::in_memory(SessionHeader::new("s", None));
+        other(&short);
+        message(&short, MessageSource::user(), "hello there");
+        assert_eq!(prompts.find(&short), Some((1, "hello there".to_owned())));
+        assert_eq!(prompts.find(&short), first_prompt(&short.events()));
+        // Another session has its own search.
+        assert_eq!(
+            prompts.find(&SessionLog::in_memory(SessionHeader::new("t", None))),
+            None
+        );
+        prompts.forget("s");
+        assert_eq!(prompts.find(&short), Some((1, "hello there".to_owned())));
+    }
 
     #[test]
     fn titles_take_the_first_five_words_within_forty_bytes() {

@@ -79,6 +79,7 @@ pub struct LlmTitles {
     settings: TitleSettings,
     adapter: Arc<dyn ModelAdapter>,
     armed: Mutex<HashSet<String>>,
+    prompts: super::FirstPrompts,
 }
 
 impl LlmTitles {
@@ -87,6 +88,7 @@ impl LlmTitles {
             settings,
             adapter,
             armed: Mutex::new(HashSet::new()),
+            prompts: super::FirstPrompts::default(),
         })
     }
 
@@ -99,6 +101,9 @@ impl LlmTitles {
         if header.parent_session.is_some() || header.delegation_depth > 0 {
             return;
         }
+        // Taken before the check below: once it passes, no user title is in the log, so one
+        // set later (which the side request must yield to) has a seq from here on.
+        let titles_from = log.len();
         // Runs before every request, so these are lookups, not walks of the log. A fallback
         // title is only written while a session has none, so the latest title is a fallback
         // exactly when no other kind of title was ever set.
@@ -110,9 +115,11 @@ impl LlmTitles {
         if already {
             return;
         }
-        let Some((seq, text)) = super::first_prompt(&log.events()) else {
+        let Some((seq, text)) = self.prompts.find(log) else {
             return;
         };
+        // Found: a session is armed at most once, and never asks again.
+        self.prompts.forget(log.id());
         {
             let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
             if !armed.insert(log.id().to_owned()) {
@@ -131,7 +138,7 @@ impl LlmTitles {
         let events = log.subscribe();
         let weak = log.downgrade();
         let this = self.clone();
-        tokio::spawn(async move { this.run(weak, events, plan).await });
+        tokio::spawn(async move { this.run(weak, events, plan, titles_from).await });
     }
 
     async fn run(
@@ -139,6 +146,7 @@ impl LlmTitles {
         log: WeakSessionLog,
         mut events: broadcast::Receiver<Arc<Event>>,
         plan: TitlePlan,
+        titles_from: u64,
     ) {
         if !wait_for_header(&log, &mut events).await {
             return;
@@ -172,7 +180,8 @@ impl LlmTitles {
             return;
         }
         let Some(strong) = log.upgrade() else { return };
-        let user_titled = strong.events().iter().any(|event| {
+        // A user title can only have been set since the session was armed (`titles_from`).
+        let user_titled = strong.events_since(titles_from).iter().any(|event| {
             event.kind == kind::SESSION_TITLE
                 && event.data.pointer("/source/kind").and_then(|k| k.as_str()) == Some("user")
         });
