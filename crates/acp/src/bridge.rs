@@ -635,10 +635,20 @@ impl Bridge {
         };
         self.tasks.spawn(async move {
             session.agent.when_idle().await;
-            let events = session.agent.log().events_since(start);
+            // Only the endings of the turns since the prompt decide its answer; a long turn is
+            // read back a window at a time, never held whole.
+            let mut ends = Vec::new();
+            let read = session.agent.log().visit_since(start, |event| {
+                if event.kind == dsh_session::kind::TURN_END {
+                    ends.push(event.clone());
+                }
+            });
             let turn = lock(&session.claimed).remove(&message_id);
             let failure = session.take_delivery_failure();
-            let outcome = prompt::settle(cancelled.is_cancelled(), failure, &events, turn);
+            let outcome = match read {
+                Ok(()) => prompt::settle(cancelled.is_cancelled(), failure, &ends, turn),
+                Err(error) => Err(crate::error::internal_error(error.to_string())),
+            };
             session.push_usage();
             *lock(&session.slot) = None;
             respond(outcome.map(PromptResponse::new));
@@ -708,10 +718,11 @@ fn abandon(agent: dsh_agent::AgentHandle, error: &str) -> RpcError {
 }
 
 fn latest_title(session: &Session) -> Option<String> {
-    session.agent.log().events().iter().rev().find_map(|event| {
-        event
-            .decode::<dsh_session::data::SessionTitle>()
-            .and_then(Result::ok)
-            .map(|title| title.title)
-    })
+    session
+        .agent
+        .log()
+        .last_of_kind(dsh_session::kind::SESSION_TITLE)?
+        .decode::<dsh_session::data::SessionTitle>()?
+        .ok()
+        .map(|title| title.title)
 }

@@ -316,8 +316,10 @@ impl Session {
             // Held across replay and registration so a concurrent append cannot jump the queue;
             // the seq guard drops what replay already rendered.
             let mut guard = lock(&delivery);
-            let events = agent.log().events();
             if replay {
+                // A resumed log is still whole in memory here; a failure is the file changed
+                // under it.
+                let events = agent.log().events().map_err(|e| e.to_string())?;
                 guard.replay(&events);
             } else {
                 guard.next_seq = agent.log().len();

@@ -30,6 +30,8 @@ pub enum PairingError {
     NotOnSurface(u64),
     #[error("tool pairing: surface event seq {0} is missing from the log")]
     MissingEvent(u64),
+    #[error("tool pairing: surface event seq {seq} cannot be read: {reason}")]
+    Unreadable { seq: u64, reason: String },
     #[error("tool pairing: tool/result seq {0} answers no open tool call (corrupt surface)")]
     UnmatchedResult(u64),
     #[error("tool pairing: surface event seq {seq} is not a message: {reason}")]
@@ -59,7 +61,13 @@ impl PairingView {
         let seqs = log.surface_seqs();
         let mut nodes = Vec::with_capacity(seqs.len());
         for seq in seqs {
-            let event = log.get(seq).ok_or(PairingError::MissingEvent(seq))?;
+            let event = log
+                .get(seq)
+                .map_err(|e| PairingError::Unreadable {
+                    seq,
+                    reason: e.to_string(),
+                })?
+                .ok_or(PairingError::MissingEvent(seq))?;
             let (opens, answers) = counts(&event)?;
             nodes.push(PairedNode {
                 seq,

@@ -89,7 +89,7 @@ pub fn prune_session(
 ) -> Result<usize, SessionError> {
     let mut pruned = 0;
     for seq in log.surface_seqs() {
-        let Some(event) = log.get(seq) else {
+        let Some(event) = log.get(seq)? else {
             continue;
         };
         if event.kind != kind::TOOL_RESULT {
@@ -270,7 +270,7 @@ mod tests {
         let before = log.len();
         let count = prune_session(&log, &ToolResultPruneConfig::default()).unwrap();
         assert_eq!(count, 1);
-        let events = log.events_since(before);
+        let events = log.events_since(before).unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].kind, "compaction/prune");
         assert_eq!(
@@ -283,7 +283,7 @@ mod tests {
         );
         assert_eq!(events[1].kind, "tool/result");
         assert_eq!(events[1].source_event_seqs(), Some(&[seqs[0]][..]));
-        let original = log.get(seqs[0]).unwrap();
+        let original = log.get(seqs[0]).unwrap().unwrap();
         let mut expected = original.data.value().clone();
         expected["message"]["content"][0]["content"] = serde_json::json!([
             {"type": "text", "text": format!("{}{PRUNE_MARKER}{}", "z".repeat(4096), "z".repeat(1024))}

@@ -119,7 +119,15 @@ impl LockFold {
         if log.len() == self.next_seq {
             return;
         }
-        for event in log.events_since(self.next_seq) {
+        let events = match log.events_since(self.next_seq) {
+            Ok(events) => events,
+            Err(error) => {
+                // The fold stays where it was; the next call tries again.
+                tracing::warn!(%error, "compaction: cannot read the session log");
+                return;
+            }
+        };
+        for event in events {
             self.advance(&event);
         }
     }
@@ -438,7 +446,10 @@ impl Compaction {
 
     /// Whether the bracket opened after `from` (if any) was closed.
     fn bracket_closed(&self, log: &SessionLog, from: u64) -> bool {
-        let events = log.events_since(from);
+        // Unreadable: counted as not closed (the caller then only skips a flush).
+        let Ok(events) = log.events_since(from) else {
+            return false;
+        };
         let started = events.iter().any(|e| e.kind == COMPACTION_START);
         started && events.iter().any(|e| e.kind == COMPACTION_END)
     }
@@ -537,9 +548,12 @@ impl Compaction {
         let shadowed_tokens: u64 = span.iter().map(|n| n.tokens).sum();
         let mut shadowed = Vec::with_capacity(span.len());
         for seq in &shadowed_seqs {
-            let event = log.get(*seq).ok_or_else(|| {
-                CompactionError::Invalid(format!("compaction: seq {seq} missing"))
-            })?;
+            let event = log
+                .get(*seq)
+                .map_err(|e| CompactionError::Session(e.to_string()))?
+                .ok_or_else(|| {
+                    CompactionError::Invalid(format!("compaction: seq {seq} missing"))
+                })?;
             if let Some(message) = event_message(&event).map_err(CompactionError::Invalid)? {
                 shadowed.push(message);
             }
@@ -673,10 +687,10 @@ impl Compaction {
     pub(crate) fn overflow_allowed(&self, log: &SessionLog, max: u64) -> bool {
         let mut map = lock(&self.overflow);
         let state = map.entry(log.id().to_owned()).or_default();
+        // Unreadable: no answer seen, so the budget is not reset (the safe side).
         let answered = log
             .events_since(state.checked_to)
-            .iter()
-            .any(|e| e.kind == kind::ASSISTANT_MESSAGE);
+            .is_ok_and(|events| events.iter().any(|e| e.kind == kind::ASSISTANT_MESSAGE));
         if answered {
             state.retries = 0;
         }

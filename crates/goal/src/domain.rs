@@ -279,7 +279,15 @@ impl GoalFold {
         if log.len() < self.next_seq {
             *self = Self::default();
         }
-        for event in log.events_since(self.next_seq) {
+        let events = match log.events_since(self.next_seq) {
+            Ok(events) => events,
+            Err(error) => {
+                // The fold stays where it was; the next call tries again.
+                tracing::warn!(%error, "goal: cannot read the session log");
+                return;
+            }
+        };
+        for event in events {
             self.next_seq = event.seq + 1;
             apply(&mut self.state, &event);
         }
@@ -799,12 +807,16 @@ mod tests {
                 run(&log, step);
                 if i % every == 0 {
                     fold.catch_up(&log);
-                    assert_eq!(fold.state, fold_goal(&log.events()), "after step {i}");
+                    assert_eq!(
+                        fold.state,
+                        fold_goal(&log.events().unwrap()),
+                        "after step {i}"
+                    );
                     assert_eq!(fold.next_seq, log.len());
                 }
             }
             fold.catch_up(&log);
-            let whole = fold_goal(&log.events());
+            let whole = fold_goal(&log.events().unwrap());
             assert_eq!(fold.state, whole);
             let last = whole.unwrap();
             assert_eq!((last.goal.id.as_str(), last.rounds_started), ("goal-2", 1));
@@ -830,7 +842,7 @@ mod tests {
         change(&short, "create", &goal, 0);
         round(&short, &goal, 1);
         fold.catch_up(&short);
-        assert_eq!(fold.state, fold_goal(&short.events()));
+        assert_eq!(fold.state, fold_goal(&short.events().unwrap()));
         assert_eq!(fold.state.map(|s| s.rounds_started), Some(1));
     }
 

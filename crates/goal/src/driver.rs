@@ -62,19 +62,29 @@ fn cancelled_round(log: &SessionLog) -> bool {
     let start = match log.last_of_kind("turn/start") {
         Some(start) if start.seq < end.seq => start.seq,
         None => 0,
-        // A turn opened after that end: walk back from the end to its own start.
-        Some(_) => (0..end.seq)
-            .rev()
-            .find(|&seq| log.get(seq).is_some_and(|e| e.kind == "turn/start"))
-            .unwrap_or(0),
+        // A turn opened after that end (not at idle): find the ended turn's own start.
+        Some(_) => match log.events() {
+            Ok(events) => events
+                .get(..usize::try_from(end.seq).unwrap_or(usize::MAX))
+                .and_then(|before| before.iter().rposition(|e| e.kind == "turn/start"))
+                .map_or(0, |at| at as u64),
+            Err(error) => {
+                tracing::warn!(%error, "goal: cannot read the session log");
+                return false;
+            }
+        },
     };
-    log.events_since(start)
-        .iter()
-        .take_while(|e| e.seq < end.seq)
-        .any(|e| {
-            (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
-                && e.data.to_string().contains("\"kind\":\"goal\"")
-        })
+    let events = match log.events_since(start) {
+        Ok(events) => events,
+        Err(error) => {
+            tracing::warn!(%error, "goal: cannot read the session log");
+            return false;
+        }
+    };
+    events.iter().take_while(|e| e.seq < end.seq).any(|e| {
+        (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
+            && e.data.to_string().contains("\"kind\":\"goal\"")
+    })
 }
 
 /// One drive at idle.
@@ -340,7 +350,7 @@ mod tests {
                 append(&log, step, turn);
             }
             let cancelled = cancelled_round(&log);
-            assert_eq!(cancelled, whole_log(&log.events()), "{script:?}");
+            assert_eq!(cancelled, whole_log(&log.events().unwrap()), "{script:?}");
             expected.push(cancelled);
         }
         assert_eq!(

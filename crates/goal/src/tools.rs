@@ -94,7 +94,14 @@ fn driver_agent(run: &ToolRun) -> Result<AgentHandle, ToolError> {
 fn turn_sources(agent: &AgentHandle) -> Vec<Value> {
     let log = agent.log();
     let start = log.last_of_kind("turn/start").map_or(0, |e| e.seq);
-    log.events_since(start)
+    let events = match log.events_since(start) {
+        Ok(events) => events,
+        Err(error) => {
+            tracing::warn!(%error, "goal: cannot read the session log");
+            Vec::new()
+        }
+    };
+    events
         .iter()
         .filter(|e| e.kind == "user/message")
         .filter_map(|e| e.data.get("source").cloned())

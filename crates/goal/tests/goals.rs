@@ -98,6 +98,7 @@ impl Rig {
         self.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "tool/result")
             .map(|e| {
@@ -117,6 +118,7 @@ impl Rig {
         self.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "goal/change")
             .map(|e| e.data.value().clone())
@@ -290,6 +292,7 @@ impl Rig {
         self.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "user/message" && e.data["source"]["kind"] == "goal")
             .map(|e| e.data.value().clone())
@@ -331,6 +334,7 @@ async fn items_72_73_76_the_driver_runs_rounds_until_complete() {
         rig.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == "turn/start")
             .count(),
@@ -340,6 +344,7 @@ async fn items_72_73_76_the_driver_runs_rounds_until_complete() {
         .agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| (e.kind.to_string(), e.data.value().clone()))
         .collect();
@@ -462,6 +467,7 @@ async fn item_77_after_resume_the_goal_is_disarmed() {
         !rig.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .any(|e| e.kind == "user/message" && e.data["source"]["kind"] == "goal")
     );

@@ -121,8 +121,17 @@ fn follow_log(shared: &Arc<Shared>, child: &AgentHandle, parent: String) {
     };
     {
         let mut next = lock(&next);
-        let snapshot = child.log().events_since(0);
-        *next = Some(snapshot.len() as u64);
+        let snapshot = match child.log().events_since(0) {
+            Ok(snapshot) => {
+                *next = Some(snapshot.len() as u64);
+                snapshot
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot read a child's history; showing its events from now on");
+                *next = Some(child.log().len());
+                Vec::new()
+            }
+        };
         for event in snapshot {
             shared.send(Tagged {
                 session: session.clone(),

@@ -334,14 +334,18 @@ fn add_context_fill(usage: &mut serde_json::Value, sessions: &SessionHost, agent
 /// The field-wise sum of each step's usage, as the upstream driver reports it (saturating).
 fn total_usage(agent: &AgentHandle, first_seq: u64) -> Option<TokenUsage> {
     let mut total: Option<TokenUsage> = None;
-    for event in agent.log().events_since(first_seq) {
+    let read = agent.log().visit_since(first_seq, |event| {
         let Some(Ok(message)) = event.decode::<AssistantMessage>() else {
-            continue;
+            return;
         };
-        let Some(usage) = message.usage else { continue };
+        let Some(usage) = message.usage else { return };
         total
             .get_or_insert_with(TokenUsage::default)
             .accumulate(&usage);
+    });
+    if let Err(error) = read {
+        // The total then covers only what could be read; say so rather than fail the run.
+        tracing::warn!(%error, "usage: cannot read the whole turn back from the session log");
     }
     total
 }

@@ -99,10 +99,8 @@ pub fn select(agent: &AgentHandle, model: &str) -> Result<(), HostError> {
 pub(crate) fn restore(agent: &AgentHandle) -> Result<(), HostError> {
     let selected = agent
         .log()
-        .events()
-        .iter()
-        .rev()
-        .find_map(|event| event.decode::<ModelSelected>()?.ok());
+        .last_of_kind(ModelSelected::KIND)
+        .and_then(|event| event.decode::<ModelSelected>()?.ok());
     if let Some(selected) = selected {
         Choice::of(agent)?.set(&selected.model);
     }

@@ -222,7 +222,6 @@ async fn the_first_step_logs_the_baseline_right_after_the_prompt() {
     rig.prompt("hi").await;
     let kinds: Vec<String> = rig
         .events()
-        .unwrap()
         .iter()
         .map(|e| e.kind.to_string())
         .filter(|k| k != "assistant/chunk")
@@ -232,7 +231,7 @@ async fn the_first_step_logs_the_baseline_right_after_the_prompt() {
         kinds[at + 1..at + 4],
         ["user/message", "user/message", "request/header"]
     );
-    let events = rig.events().unwrap();
+    let events = rig.events();
     let baseline = events
         .iter()
         .filter(|e| e.kind == "user/message")
@@ -333,7 +332,6 @@ async fn the_recorded_scenario_log_shape() {
     };
     let ours: Vec<Value> = rig
         .events()
-        .unwrap()
         .iter()
         .map(|e| serde_json::to_value(e.as_ref()).unwrap())
         .collect();
@@ -417,7 +415,7 @@ async fn a_touch_inside_a_step_is_projected_after_its_step_end() {
     rig.adapter.push_chunks(read("c1", "packages/app/x.ts"));
     rig.adapter.push_chunks(text_response("done"));
     rig.prompt("go").await;
-    let events = rig.events().unwrap();
+    let events = rig.events();
     let step_end = events.iter().find(|e| e.kind == "step/end").unwrap().seq;
     let queued = events
         .iter()
@@ -468,12 +466,7 @@ async fn resume_with_unchanged_files_appends_nothing() {
     });
     rig.adapter.push_chunks(text_response("ok"));
     rig.prompt("hi").await;
-    let seed: Vec<Event> = rig
-        .events()
-        .unwrap()
-        .iter()
-        .map(|e| e.as_ref().clone())
-        .collect();
+    let seed: Vec<Event> = rig.events().iter().map(|e| e.as_ref().clone()).collect();
     let header = rig.agent.log().header().clone();
     rig.agent.dispose().await;
     // A new composition over the same log (fresh caches).

@@ -131,6 +131,7 @@ impl Rig {
         self.agent
             .log()
             .events()
+            .unwrap()
             .iter()
             .filter(|e| e.kind == kind)
             .map(|e| e.data.value().clone())
@@ -214,6 +215,7 @@ async fn items_83_84_90_a_running_turn_queues_and_narrates_at_the_next_pre_step(
         .agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| (e.kind.to_string(), e.data.value().clone()))
         .collect();
@@ -389,6 +391,7 @@ async fn item_91_a_fork_inherits_the_plan_state() {
         .agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| (**e).clone())
         .collect();
@@ -428,6 +431,7 @@ async fn plan_and_its_texts_run_through_the_command_registry() {
         .agent
         .log()
         .events()
+        .unwrap()
         .iter()
         .map(|e| e.kind.to_string())
         .collect();

@@ -300,6 +300,7 @@ mod tests {
         let kinds: Vec<String> = context
             .log()
             .events()
+            .unwrap()
             .iter()
             .map(|e| format!("{} {}", e.kind, e.data))
             .collect();
@@ -318,7 +319,7 @@ mod tests {
                 .unwrap(),
             "no change, nothing but the origin moves"
         );
-        assert_eq!(context.log().events().len(), 3);
+        assert_eq!(context.log().events().unwrap().len(), 3);
     }
 
     #[test]

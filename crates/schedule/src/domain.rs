@@ -485,7 +485,12 @@ impl StateFold {
         if log.len() < self.next_seq {
             *self = Self::default();
         }
-        for event in log.events_since(self.next_seq) {
+        let events = log.events_since(self.next_seq).map_err(|error| {
+            // The operation fails as any internal failure does; the fold stays where it was.
+            tracing::warn!(%error, "schedule: cannot read the session log");
+            INTERNAL
+        })?;
+        for event in events {
             self.next_seq = event.seq + 1;
             match event.kind.as_str() {
                 "session/end-seed" => {
@@ -679,11 +684,15 @@ mod tests {
             for i in 0..40 {
                 step(&log, i);
                 if i % every == 0 {
-                    assert_eq!(fold.catch_up(&log), State::fold(&log.events()), "step {i}");
+                    assert_eq!(
+                        fold.catch_up(&log),
+                        State::fold(&log.events().unwrap()),
+                        "step {i}"
+                    );
                 }
             }
             let last = fold.catch_up(&log).unwrap();
-            assert_eq!(Ok(last.clone()), State::fold(&log.events()));
+            assert_eq!(Ok(last.clone()), State::fold(&log.events().unwrap()));
             assert!(!last.active.is_empty());
             let creates = (0..40).filter(|i| matches!(i % 7, 0 | 1 | 6)).count();
             assert_eq!(last.seen.len(), creates);
@@ -692,7 +701,7 @@ mod tests {
             create(&log, 100, Kind::At);
             assert_eq!(fold.catch_up(&log), Err(CORRUPT));
             create(&log, 101, Kind::At);
-            assert_eq!(fold.catch_up(&log), State::fold(&log.events()));
+            assert_eq!(fold.catch_up(&log), State::fold(&log.events().unwrap()));
         }
     }
 
@@ -704,13 +713,18 @@ mod tests {
             step(&parent, i);
         }
         corrupt(&parent);
-        let seed: Vec<Event> = parent.events().iter().map(|e| (**e).clone()).collect();
+        let seed: Vec<Event> = parent
+            .events()
+            .unwrap()
+            .iter()
+            .map(|e| (**e).clone())
+            .collect();
         let child = SessionLog::from_seed(SessionHeader::new("child", None), seed).unwrap();
         let mut fold = StateFold::default();
         assert_eq!(fold.catch_up(&child), Ok(State::default()));
         create(&child, 1, Kind::After);
         let state = fold.catch_up(&child).unwrap();
-        assert_eq!(Ok(state.clone()), State::fold(&child.events()));
+        assert_eq!(Ok(state.clone()), State::fold(&child.events().unwrap()));
         assert_eq!(state.seen, vec!["schedule-1".to_owned()]);
     }
 
@@ -725,7 +739,7 @@ mod tests {
         let short = SessionLog::in_memory(SessionHeader::new("s", None));
         create(&short, 7, Kind::At);
         let state = fold.catch_up(&short).unwrap();
-        assert_eq!(Ok(state.clone()), State::fold(&short.events()));
+        assert_eq!(Ok(state.clone()), State::fold(&short.events().unwrap()));
         assert_eq!(state.seen, vec!["schedule-7".to_owned()]);
     }
 }

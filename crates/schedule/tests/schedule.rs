@@ -182,6 +182,7 @@ async fn create_list_delete_with_error_values() {
     let changes: Vec<Value> = s
         .log
         .events()
+        .unwrap()
         .iter()
         .filter(|e| e.kind == "schedule/change")
         .map(|e| e.data.value().clone())

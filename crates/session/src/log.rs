@@ -473,6 +473,33 @@ impl SessionLog {
         }
     }
 
+    /// Calls `visit` with every event with `seq >= from`, in order, reading the ones no longer
+    /// in memory back from the file a window at a time: a fold over a long stretch of history
+    /// (a turn's usage, its endings) without holding all of it at once. Fails as
+    /// [`SessionLog::events`] does, after visiting what it could read.
+    pub fn visit_since(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(&Arc<Event>),
+    ) -> Result<(), SessionError> {
+        let (resident, cold) = {
+            let state = lock(&self.inner.state);
+            let skip = usize::try_from(from.saturating_sub(state.evicted)).unwrap_or(usize::MAX);
+            let resident: Vec<Arc<Event>> = state.resident.iter().skip(skip).cloned().collect();
+            (resident, state.cold(from, state.evicted))
+        };
+        if let Some(Cold { reader, from, to }) = cold {
+            let mut at = from;
+            while at < to {
+                let end = to.min(at + RESIDENT_LOW as u64);
+                reader.read(at, end)?.iter().for_each(&mut visit);
+                at = end;
+            }
+        }
+        resident.iter().for_each(visit);
+        Ok(())
+    }
+
     /// The event `seq`, `None` past the end. An event no longer in memory is read back from
     /// the file (and can fail as [`SessionLog::events`] does).
     pub fn get(&self, seq: u64) -> Result<Option<Arc<Event>>, SessionError> {

@@ -181,9 +181,12 @@ impl LlmTitles {
         }
         let Some(strong) = log.upgrade() else { return };
         // A user title can only have been set since the session was armed (`titles_from`).
-        let user_titled = strong.events_since(titles_from).iter().any(|event| {
-            event.kind == kind::SESSION_TITLE
-                && event.data.pointer("/source/kind").and_then(|k| k.as_str()) == Some("user")
+        // Unreadable: the user may have titled it; the model's title is not worth the risk.
+        let user_titled = strong.events_since(titles_from).map_or(true, |events| {
+            events.iter().any(|event| {
+                event.kind == kind::SESSION_TITLE
+                    && event.data.pointer("/source/kind").and_then(|k| k.as_str()) == Some("user")
+            })
         });
         if user_titled {
             return;

@@ -135,7 +135,7 @@ mod tests {
         let log = SessionLog::in_memory(SessionHeader::new("s", None));
         let mut fold = PressureFold::new();
         let feed = |fold: &mut PressureFold| {
-            for event in log.events_since(fold.next_seq()) {
+            for event in log.events_since(fold.next_seq()).unwrap() {
                 fold.advance(&event);
             }
         };

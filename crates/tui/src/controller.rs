@@ -997,7 +997,11 @@ fn attach(
 /// The log so far, folded (the subscription opened before it fills in what follows; the fold
 /// skips the overlap by seq).
 fn replay(session: &Session) -> Transcript {
-    Transcript::from_events(session.agent.log().events().iter(), &session.presenters)
+    let events = session.agent.log().events().unwrap_or_else(|error| {
+        tracing::warn!(%error, "cannot read the session's history; the transcript starts now");
+        Arc::from(Vec::new())
+    });
+    Transcript::from_events(events.iter(), &session.presenters)
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ async fn an_idle_compaction_opens_a_null_turn_bracket_and_reports_its_size() {
     assert_eq!(start.data["sourceCommandId"], "cmd-1");
     assert_eq!(rig.of("compaction/end")[0].data["turn"], json!(null));
     assert_eq!(
-        rig.log().get(summary.seq + 1).unwrap().data["source"]["sourceCommandId"],
+        rig.log().get(summary.seq + 1).unwrap().unwrap().data["source"]["sourceCommandId"],
         "cmd-1"
     );
     assert!(rig.of("compaction/prune").is_empty());

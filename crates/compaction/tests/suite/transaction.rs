@@ -73,7 +73,7 @@ async fn a_pressure_compaction_logs_the_bracket_before_the_entered_batch() {
     let start = &rig.of("compaction/start")[0];
     let summary = &rig.of("compaction/summary")[0];
     let end = &rig.of("compaction/end")[0];
-    let checkpoint = rig.log().get(summary.seq + 1).unwrap();
+    let checkpoint = rig.log().get(summary.seq + 1).unwrap().unwrap();
     let id = start.data["compactionId"].as_str().unwrap().to_owned();
     assert_eq!(start.data, json!({"compactionId": id, "turn": 2}));
     assert_eq!(end.data, json!({"compactionId": id, "turn": 2}));
@@ -125,7 +125,7 @@ async fn a_pressure_compaction_logs_the_bracket_before_the_entered_batch() {
     assert!(texts[0].starts_with(PREAMBLE), "{}", texts[0]);
     assert_eq!(texts[1], "<call emit>");
     for seq in &shadowed {
-        assert!(rig.log().get(*seq).is_some());
+        assert!(rig.log().get(*seq).unwrap().is_some());
         assert!(!rig.log().surface_seqs().contains(seq));
     }
     assert_eq!(rig.turn_end(), json!({"kind": "completed"}));

@@ -75,7 +75,7 @@ async fn pruning_alone_can_relieve_pressure_without_a_summary() {
         prune.data["shadowedRange"],
         json!({"start": original.seq, "end": original.seq})
     );
-    let replacement = rig.log().get(prune.seq + 1).unwrap();
+    let replacement = rig.log().get(prune.seq + 1).unwrap().unwrap();
     assert_eq!(replacement.kind, "tool/result");
     assert_eq!(replacement.source_event_seqs(), Some(&[original.seq][..]));
     let text = replacement.data["message"]["content"][0]["content"][0]["text"]
