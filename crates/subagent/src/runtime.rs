@@ -200,7 +200,8 @@ impl ChildRuntime {
 }
 
 /// The mode of the latest `sandbox/mode` event of `log` (only delegation stamps when
-/// `delegated_only`).
+/// `delegated_only`). O(1) unless `delegated_only` and a later `sandbox/mode` (a permission
+/// switch) shadows the delegation stamp: then the log is read back (per spawn, not per step).
 pub fn latest_sandbox_mode(log: &SessionLog, delegated_only: bool) -> Option<String> {
     let delegated = |e: &Event| e.data.get("source").and_then(|s| s.as_str()) == Some("delegation");
     let latest = log.last_of_kind("sandbox/mode")?;
@@ -246,4 +247,56 @@ pub fn completed_turn_prefix(log: &SessionLog) -> Result<Vec<Arc<Event>>, Sessio
 /// Owned copies of `events` for a session seed.
 pub fn owned_seed(events: &[Arc<Event>]) -> Vec<Event> {
     events.iter().map(|e| (**e).clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_session::SessionHeader;
+
+    use super::*;
+
+    /// The definition, over the whole log.
+    fn whole_log(log: &SessionLog, delegated_only: bool) -> Option<String> {
+        log.events()
+            .unwrap()
+            .iter()
+            .rev()
+            .filter(|e| e.kind == "sandbox/mode")
+            .find(|e| {
+                !delegated_only
+                    || e.data.get("source").and_then(|s| s.as_str()) == Some("delegation")
+            })
+            .and_then(|e| sandbox_mode_of(e))
+    }
+
+    #[test]
+    fn the_latest_sandbox_mode_is_the_whole_log_one() {
+        let log = SessionLog::in_memory(SessionHeader::new("s", None));
+        let steps = [
+            json!({"mode": "read-only", "source": "delegation"}),
+            json!({"mode": "workspace-write"}),
+            json!({"mode": 7, "source": "delegation"}),
+            json!({"mode": "danger-full-access", "source": "delegation"}),
+            json!({"source": "client"}),
+        ];
+        for both in [false, true] {
+            assert_eq!(latest_sandbox_mode(&log, both), None);
+        }
+        for (i, data) in steps.into_iter().enumerate() {
+            log.append("sandbox/mode", data, None).unwrap();
+            log.append("other/event", json!({}), None).unwrap();
+            for delegated_only in [false, true] {
+                assert_eq!(
+                    latest_sandbox_mode(&log, delegated_only),
+                    whole_log(&log, delegated_only),
+                    "step {i}, delegated_only {delegated_only}"
+                );
+            }
+        }
+        assert_eq!(latest_sandbox_mode(&log, false), None);
+        assert_eq!(
+            latest_sandbox_mode(&log, true).as_deref(),
+            Some("danger-full-access")
+        );
+    }
 }
