@@ -10,6 +10,7 @@ use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::CallConfig;
+use dsh_session::SessionLog;
 use dsh_session::data::EventData;
 use serde::Deserialize;
 use serde::Serialize;
@@ -97,12 +98,59 @@ pub fn select(agent: &AgentHandle, model: &str) -> Result<(), HostError> {
 
 /// On resume and fork: the last model the log records as selected, applied again.
 pub(crate) fn restore(agent: &AgentHandle) -> Result<(), HostError> {
-    let selected = agent
-        .log()
-        .last_of_kind(ModelSelected::KIND)
-        .and_then(|event| event.decode::<ModelSelected>()?.ok());
-    if let Some(selected) = selected {
+    if let Some(selected) = latest_selection(agent.log()) {
         Choice::of(agent)?.set(&selected.model);
     }
     Ok(())
+}
+
+/// The latest readable `model/selected` of `log` (O(1): the latest one, unless it does not
+/// decode).
+fn latest_selection(log: &SessionLog) -> Option<ModelSelected> {
+    let latest = log.last_of_kind(ModelSelected::KIND)?;
+    latest.decode::<ModelSelected>()?.ok().or_else(|| {
+        // An unreadable latest selection: an earlier one stands (dsh never writes one).
+        log.events()
+            .ok()?
+            .iter()
+            .rev()
+            .find_map(|event| event.decode::<ModelSelected>()?.ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_session::SessionHeader;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_latest_readable_selection_is_restored() {
+        let log = SessionLog::in_memory(SessionHeader::new("s", None));
+        assert_eq!(latest_selection(&log), None);
+        let select = |model: &str| {
+            log.append_data(
+                &ModelSelected {
+                    model: model.into(),
+                },
+                None,
+            )
+            .unwrap();
+        };
+        select("a");
+        log.append("other/event", json!({}), None).unwrap();
+        select("b");
+        assert_eq!(
+            latest_selection(&log).map(|s| s.model).as_deref(),
+            Some("b")
+        );
+        // An unreadable latest selection falls back to the one before it.
+        log.append("model/selected", json!({"model": 7}), None)
+            .unwrap();
+        assert_eq!(
+            latest_selection(&log).map(|s| s.model).as_deref(),
+            Some("b")
+        );
+    }
 }
