@@ -717,12 +717,18 @@ fn abandon(agent: dsh_agent::AgentHandle, error: &str) -> RpcError {
     internal_error(error)
 }
 
+/// The latest readable `session/title` (O(1): the latest one, unless it does not decode).
 fn latest_title(session: &Session) -> Option<String> {
-    session
-        .agent
-        .log()
-        .last_of_kind(dsh_session::kind::SESSION_TITLE)?
-        .decode::<dsh_session::data::SessionTitle>()?
-        .ok()
-        .map(|title| title.title)
+    let title = |event: &dsh_session::Event| {
+        event
+            .decode::<dsh_session::data::SessionTitle>()
+            .and_then(Result::ok)
+            .map(|title| title.title)
+    };
+    let log = session.agent.log();
+    let latest = log.last_of_kind(dsh_session::kind::SESSION_TITLE)?;
+    title(&latest).or_else(|| {
+        // An unreadable latest title: an earlier one stands (never written by dsh itself).
+        log.events().ok()?.iter().rev().find_map(|event| title(event))
+    })
 }
