@@ -729,6 +729,10 @@ fn latest_title(session: &Session) -> Option<String> {
     let latest = log.last_of_kind(dsh_session::kind::SESSION_TITLE)?;
     title(&latest).or_else(|| {
         // An unreadable latest title: an earlier one stands (never written by dsh itself).
-        log.events().ok()?.iter().rev().find_map(|event| title(event))
+        log.events()
+            .ok()?
+            .iter()
+            .rev()
+            .find_map(|event| title(event))
     })
 }

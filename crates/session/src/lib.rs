@@ -15,6 +15,11 @@
 //! [`SessionLog::sync`] are the awaited barriers (in the file; in the file and fsynced); a
 //! failed write fails the next barrier and refuses appends until a retry succeeds. The
 //! reasons are in `writer.rs`.
+//!
+//! A persisted log's memory does not grow with its length: it keeps a resident tail (see
+//! `RESIDENT_LOW` in `log.rs`) and reads older events back from its file, through the line
+//! starts the writer records. Those reads are fallible; per-step readers fold from a recent
+//! cursor or use `last_of_kind` instead.
 
 mod backend;
 pub mod data;

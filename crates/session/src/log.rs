@@ -459,8 +459,7 @@ impl SessionLog {
     pub fn events_since(&self, from: u64) -> Result<Vec<Arc<Event>>, SessionError> {
         let (resident, cold) = {
             let state = lock(&self.inner.state);
-            let skip = usize::try_from(from.saturating_sub(state.evicted)).unwrap_or(usize::MAX);
-            let resident: Vec<Arc<Event>> = state.resident.iter().skip(skip).cloned().collect();
+            let resident: Vec<Arc<Event>> = state.resident_since(from).cloned().collect();
             (resident, state.cold(from, state.evicted))
         };
         match cold {
@@ -484,8 +483,7 @@ impl SessionLog {
     ) -> Result<(), SessionError> {
         let (resident, cold) = {
             let state = lock(&self.inner.state);
-            let skip = usize::try_from(from.saturating_sub(state.evicted)).unwrap_or(usize::MAX);
-            let resident: Vec<Arc<Event>> = state.resident.iter().skip(skip).cloned().collect();
+            let resident: Vec<Arc<Event>> = state.resident_since(from).cloned().collect();
             (resident, state.cold(from, state.evicted))
         };
         if let Some(Cold { reader, from, to }) = cold {
@@ -728,6 +726,12 @@ impl State {
 
     fn len(&self) -> u64 {
         self.evicted + self.resident.len() as u64
+    }
+
+    /// The resident events with `seq >= from`.
+    fn resident_since(&self, from: u64) -> std::collections::vec_deque::Iter<'_, Arc<Event>> {
+        let skip = usize::try_from(from.saturating_sub(self.evicted)).unwrap_or(usize::MAX);
+        self.resident.range(skip.min(self.resident.len())..)
     }
 
     fn resident(&self, seq: u64) -> Option<&Arc<Event>> {
