@@ -57,10 +57,11 @@ async fn run(handle: &AgentHandle, task: &str, last: bool) -> Result<RunOutcome,
     let mut text = String::new();
     let mut reason = None;
     let mut in_run = false;
-    for event in log.events_since(first_seq)? {
+    // A long run is read back a window at a time, never held whole.
+    log.visit_since(first_seq, |event| {
         in_run |= event.kind == kind::TURN_START;
         if !in_run {
-            continue;
+            return;
         }
         if let Some(Ok(message)) = event.decode::<AssistantMessage>() {
             let joined = dsh_protocol::text_of(&message.message.content);
@@ -70,7 +71,7 @@ async fn run(handle: &AgentHandle, task: &str, last: bool) -> Result<RunOutcome,
         } else if let Some(Ok(end)) = event.decode::<TurnEnd>() {
             reason = Some(end.reason);
         }
-    }
+    })?;
     Ok(RunOutcome {
         text,
         reason,

@@ -74,17 +74,18 @@ fn cancelled_round(log: &SessionLog) -> bool {
             }
         },
     };
-    let events = match log.events_since(start) {
-        Ok(events) => events,
-        Err(error) => {
-            tracing::warn!(%error, "goal: cannot read the session log");
-            return false;
-        }
-    };
-    events.iter().take_while(|e| e.seq < end.seq).any(|e| {
-        (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
-            && e.data.to_string().contains("\"kind\":\"goal\"")
-    })
+    // A long turn is read back a window at a time, never held whole.
+    let mut goal_round = false;
+    let read = log.visit_since(start, |e| {
+        goal_round |= e.seq < end.seq
+            && (e.kind == "user/message" || e.kind == "agent/inbox/spliced")
+            && e.data.to_string().contains("\"kind\":\"goal\"");
+    });
+    if let Err(error) = read {
+        tracing::warn!(%error, "goal: cannot read the session log");
+        return false;
+    }
+    goal_round
 }
 
 /// One drive at idle.

@@ -94,18 +94,18 @@ fn driver_agent(run: &ToolRun) -> Result<AgentHandle, ToolError> {
 fn turn_sources(agent: &AgentHandle) -> Vec<Value> {
     let log = agent.log();
     let start = log.last_of_kind("turn/start").map_or(0, |e| e.seq);
-    let events = match log.events_since(start) {
-        Ok(events) => events,
-        Err(error) => {
-            tracing::warn!(%error, "goal: cannot read the session log");
-            Vec::new()
+    let mut sources = Vec::new();
+    let read = log.visit_since(start, |e| {
+        if e.kind == "user/message"
+            && let Some(source) = e.data.get("source")
+        {
+            sources.push(source.clone());
         }
-    };
-    events
-        .iter()
-        .filter(|e| e.kind == "user/message")
-        .filter_map(|e| e.data.get("source").cloned())
-        .collect()
+    });
+    if let Err(error) = read {
+        tracing::warn!(%error, "goal: cannot read the session log");
+    }
+    sources
 }
 
 fn is_root(agent: &AgentHandle) -> bool {
