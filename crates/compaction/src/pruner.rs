@@ -95,7 +95,11 @@ pub fn prune_session(
         if event.kind != kind::TOOL_RESULT {
             continue;
         }
-        let Some((data, original)) = pruned_data(&event.data, config) else {
+        // An owned reading: a tree cached on a 20 KB result would stay as long as the event.
+        let Ok(value) = event.data.decode::<Value>() else {
+            continue;
+        };
+        let Some((data, original)) = pruned_data(&value, config) else {
             continue;
         };
         log.append_data(

@@ -42,12 +42,41 @@ type Listener = Arc<dyn Fn(&Arc<Event>) + Send + Sync>;
 const BROADCAST_CAPACITY: usize = 4096;
 
 /// A persisted log keeps only its recent events in memory, so a session of any length costs
-/// the same: once `RESIDENT_HIGH` events are resident, the oldest ones already in the file are
-/// dropped until `RESIDENT_LOW` remain, and read back from the file when asked for. The open
-/// step's events and the latest event of each type stay in memory; a log without a file keeps
-/// everything.
-const RESIDENT_LOW: usize = 1024;
-const RESIDENT_HIGH: usize = 2 * RESIDENT_LOW;
+/// the same: once `RESIDENT_HIGH` is reached (events, or bytes of their stored text), the oldest
+/// events already in the file are dropped until both are under `RESIDENT_LOW`, and read back
+/// from the file when asked for. The open step's events and the latest event of each type stay
+/// in memory; a log without a file keeps everything.
+const RESIDENT_LOW: Budget = Budget {
+    events: 1024,
+    bytes: 1 << 20,
+};
+const RESIDENT_HIGH: Budget = Budget {
+    events: 2 * RESIDENT_LOW.events,
+    bytes: 2 * RESIDENT_LOW.bytes,
+};
+
+/// A count of resident events and of the bytes of their stored texts.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    events: usize,
+    bytes: usize,
+}
+
+impl Budget {
+    const UNLIMITED: Self = Self {
+        events: usize::MAX,
+        bytes: usize::MAX,
+    };
+
+    /// The next eviction point from `events` and `bytes` resident now: the high mark, or a
+    /// quarter of the low one further when more than that has to stay.
+    fn next_after(events: usize, bytes: usize) -> Self {
+        Self {
+            events: RESIDENT_HIGH.events.max(events + RESIDENT_LOW.events / 4),
+            bytes: RESIDENT_HIGH.bytes.max(bytes + RESIDENT_LOW.bytes / 4),
+        }
+    }
+}
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
@@ -139,8 +168,10 @@ struct State {
     resident: VecDeque<Arc<Event>>,
     /// Events `0..evicted` are only in the file (see [`RESIDENT_LOW`]).
     evicted: u64,
-    /// The resident count at which eviction is tried next.
-    evict_at: usize,
+    /// The bytes of the resident events' stored texts.
+    resident_bytes: usize,
+    /// The resident count or size at which eviction is tried next.
+    evict_at: Budget,
     /// Seq of the open step's `step/start`: the step's events stay resident.
     open_step: Option<u64>,
     /// Resident events may still share the buffer of the file they were loaded from.
@@ -226,7 +257,7 @@ impl SessionLog {
         state.resident.reserve(seed.len() + 1);
         // Nothing is evicted while seeding: whoever opens a resumed log (the agent's folds, a
         // replay to the editor) reads it whole at once, from memory. See `evict_at` below.
-        state.evict_at = usize::MAX;
+        state.evict_at = Budget::UNLIMITED;
         for (index, event) in seed.into_iter().enumerate() {
             if event.seq != index as u64 {
                 return Err(SessionError::SeedGap {
@@ -254,7 +285,7 @@ impl SessionLog {
             writer.queue_quietly(&unstored);
         }
         // A long resumed log shrinks to the resident tail once the session has moved on.
-        state.evict_at = RESIDENT_HIGH.max(state.resident.len() + RESIDENT_LOW / 4);
+        state.evict_at = Budget::next_after(state.resident.len(), state.resident_bytes);
         state.holds_load_buffer = persisted > 0;
         let first_live_seq = state.len();
         Ok(Self::new(header, first_live_seq, state, live))
@@ -489,7 +520,7 @@ impl SessionLog {
         if let Some(Cold { reader, from, to }) = cold {
             let mut at = from;
             while at < to {
-                let end = to.min(at + RESIDENT_LOW as u64);
+                let end = to.min(at + RESIDENT_LOW.events as u64);
                 reader.read(at, end)?.iter().for_each(&mut visit);
                 at = end;
             }
@@ -526,6 +557,12 @@ impl SessionLog {
     #[cfg(test)]
     pub(crate) fn resident_len(&self) -> usize {
         lock(&self.inner.state).resident.len()
+    }
+
+    /// The bytes of the stored texts of the events in memory.
+    #[cfg(test)]
+    pub(crate) fn resident_bytes(&self) -> usize {
+        lock(&self.inner.state).resident_bytes
     }
 
     /// Whether any event in memory still shares a load's buffer.
@@ -712,6 +749,7 @@ impl State {
         Self {
             resident: VecDeque::new(),
             evicted: 0,
+            resident_bytes: 0,
             evict_at: RESIDENT_HIGH,
             open_step: None,
             holds_load_buffer: false,
@@ -770,30 +808,36 @@ impl State {
             _ => {}
         }
         self.last_by_kind.insert(event.kind, event.clone());
+        self.resident_bytes += event.data.stored_len();
         self.resident.push_back(event);
         self.snapshot = None;
-        if self.resident.len() >= self.evict_at {
+        if self.resident.len() >= self.evict_at.events || self.resident_bytes >= self.evict_at.bytes
+        {
             self.evict();
         }
     }
 
-    /// Drops the oldest resident events that the file holds, down to [`RESIDENT_LOW`] (see
-    /// there). When the open step or a lagging writer holds more, the next try waits for a
-    /// quarter of the window to arrive, so a long step does not ask the writer on every append.
+    /// Drops the oldest resident events that the file holds until both counts are under
+    /// [`RESIDENT_LOW`] (see there). When the open step or a lagging writer holds more, the next
+    /// try waits for a quarter of the low mark to arrive, so a long step does not ask the writer
+    /// on every append.
     fn evict(&mut self) {
         let Some(writer) = &self.writer else {
-            self.evict_at = usize::MAX;
+            self.evict_at = Budget::UNLIMITED;
             return;
         };
-        let mut keep_from = self.len() - RESIDENT_LOW as u64;
-        if let Some(step) = self.open_step {
-            keep_from = keep_from.min(step);
-        }
-        keep_from = keep_from.min(writer.readable());
-        while self.evicted < keep_from && self.resident.pop_front().is_some() {
+        let limit = writer.readable().min(self.open_step.unwrap_or(u64::MAX));
+        while let Some(front) = self.resident.front() {
+            let over = self.resident.len() > RESIDENT_LOW.events
+                || self.resident_bytes > RESIDENT_LOW.bytes;
+            if !over || front.seq >= limit {
+                break;
+            }
+            self.resident_bytes -= front.data.stored_len();
+            self.resident.pop_front();
             self.evicted += 1;
         }
-        self.evict_at = RESIDENT_HIGH.max(self.resident.len() + RESIDENT_LOW / 4);
+        self.evict_at = Budget::next_after(self.resident.len(), self.resident_bytes);
         if self.holds_load_buffer && self.evicted > 0 {
             self.detach_loaded();
             self.holds_load_buffer = false;

@@ -692,7 +692,7 @@ fn a_persisted_log_keeps_a_bounded_tail_in_memory_and_reads_the_rest_back() {
     log.append_ignorable("x/last", json!({})).unwrap();
     assert_eq!(log.len(), 10_002);
     assert!(
-        log.resident_len() <= RESIDENT_HIGH,
+        log.resident_len() <= RESIDENT_HIGH.events,
         "{} events in memory",
         log.resident_len()
     );
@@ -732,7 +732,7 @@ fn the_open_step_stays_in_memory_until_it_ends() {
     let start = log
         .append_data(&StepStart { turn: 1, step: 1 }, None)
         .unwrap();
-    fill(&log, 3 * RESIDENT_HIGH as u64);
+    fill(&log, 3 * RESIDENT_HIGH.events as u64);
     let in_step = log.len() - start.seq;
     assert!(
         log.resident_len() as u64 >= in_step,
@@ -743,9 +743,9 @@ fn the_open_step_stays_in_memory_until_it_ends() {
         .unwrap();
     log.append_data(&crate::data::StepEnd { turn: 1, step: 1 }, None)
         .unwrap();
-    fill(&log, RESIDENT_LOW as u64);
+    fill(&log, RESIDENT_LOW.events as u64);
     assert!(
-        log.resident_len() <= RESIDENT_HIGH,
+        log.resident_len() <= RESIDENT_HIGH.events,
         "{}",
         log.resident_len()
     );
@@ -764,8 +764,8 @@ fn an_evicted_tool_result_can_still_be_replaced_and_is_still_checked() {
         .append_data(&original, Some(SurfaceIntent::append_from(vec![u.seq])))
         .unwrap();
     log.append_ignorable("x/shadow", json!({})).unwrap();
-    fill(&log, 3 * RESIDENT_HIGH as u64);
-    assert!(log.resident_len() <= RESIDENT_HIGH);
+    fill(&log, 3 * RESIDENT_HIGH.events as u64);
+    assert!(log.resident_len() <= RESIDENT_HIGH.events);
 
     let mut other_id = original.clone();
     other_id.message.id = "other".into();
@@ -793,7 +793,7 @@ fn an_evicted_tool_result_can_still_be_replaced_and_is_still_checked() {
 fn a_file_changed_under_the_live_log_is_an_error_not_a_shorter_history() {
     let home = tempfile::tempdir().unwrap();
     let log = persisted(home.path(), "changed");
-    fill(&log, 3 * RESIDENT_HIGH as u64);
+    fill(&log, 3 * RESIDENT_HIGH.events as u64);
     let path = log.path().unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
 
@@ -821,7 +821,7 @@ fn a_file_changed_under_the_live_log_is_an_error_not_a_shorter_history() {
 fn a_live_log_whose_directory_was_removed_still_reads_its_history() {
     let home = tempfile::tempdir().unwrap();
     let log = persisted(home.path(), "removed");
-    fill(&log, 3 * RESIDENT_HIGH as u64);
+    fill(&log, 3 * RESIDENT_HIGH.events as u64);
     let dir = log.path().unwrap().parent().unwrap().to_path_buf();
     std::fs::remove_dir_all(&dir).unwrap();
     let all = log.events().unwrap();
@@ -843,9 +843,9 @@ fn a_resumed_long_log_keeps_a_bounded_tail_and_frees_the_load_buffer() {
     let log = store.resume("resumed").unwrap();
     // Whoever opens the resumed log reads it whole, from memory; then the session moves on.
     assert_eq!(log.resident_len() as u64, log.len());
-    fill(&log, RESIDENT_LOW as u64);
+    fill(&log, RESIDENT_LOW.events as u64);
     assert!(
-        log.resident_len() <= RESIDENT_HIGH,
+        log.resident_len() <= RESIDENT_HIGH.events,
         "{}",
         log.resident_len()
     );
@@ -863,4 +863,34 @@ fn a_resumed_long_log_keeps_a_bounded_tail_and_frees_the_load_buffer() {
     log.flush().unwrap();
     assert_eq!(log.get(1).unwrap().unwrap().kind, kind::USER_MESSAGE);
     assert_eq!(log.get(log.len() - 1).unwrap().unwrap().kind, "x/after");
+}
+
+#[test]
+fn large_events_are_kept_in_memory_up_to_a_byte_budget() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "large");
+    let big = "x".repeat(100_000);
+    for i in 0..100u64 {
+        log.append_ignorable("x/big", json!({ "n": i, "text": big }))
+            .unwrap();
+        log.flush().unwrap();
+    }
+    // 10 MB appended; far fewer than RESIDENT_LOW events, yet most are only in the file.
+    assert!(
+        log.resident_bytes() < RESIDENT_HIGH.bytes + 200_000,
+        "{} bytes in memory",
+        log.resident_bytes()
+    );
+    assert!(log.resident_len() < 30, "{}", log.resident_len());
+    let all = log.events().unwrap();
+    assert_eq!(all.len(), 100);
+    assert_eq!(all[0].data.get("n"), Some(&json!(0)));
+    assert_eq!(
+        all[0]
+            .data
+            .get("text")
+            .and_then(|t| t.as_str())
+            .map(str::len),
+        Some(100_000)
+    );
 }

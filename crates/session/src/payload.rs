@@ -143,6 +143,11 @@ impl Payload {
         }
     }
 
+    /// The length of the stored text (0 for a payload that is only a tree).
+    pub(crate) fn stored_len(&self) -> usize {
+        self.text.get().map_or(0, str::len)
+    }
+
     /// `true` once the tree exists (built from the text, or the payload was made from one).
     #[cfg(test)]
     pub(crate) fn has_tree(&self) -> bool {

@@ -211,7 +211,7 @@ impl Surface {
                 ));
             }
             if let Some(old) = old
-                && without_content(&old.data) != without_content(&event.data)
+                && without_content(&old.data)? != without_content(&event.data)?
             {
                 return Err(SessionError::surface(
                     k,
@@ -337,10 +337,14 @@ fn check_request_header(event: &Event) -> Result<(), SessionError> {
     }
 }
 
-fn without_content(data: &Value) -> Value {
-    let mut copy = data.clone();
+/// `data` without `message.content`, read from the stored text into a tree of its own (a tree
+/// cached on the event would stay as long as the event; tool results are the largest events).
+fn without_content(data: &crate::payload::Payload) -> Result<Value, SessionError> {
+    let mut copy: Value = data
+        .decode()
+        .map_err(|e| SessionError::invalid(kind::TOOL_RESULT, e.to_string()))?;
     if let Some(message) = copy.get_mut("message").and_then(Value::as_object_mut) {
         message.remove("content");
     }
-    copy
+    Ok(copy)
 }

@@ -156,12 +156,17 @@ impl MeterFold {
         if log.len() == self.next_seq {
             return Ok(());
         }
-        let events = log
-            .events_since(self.next_seq)
-            .map_err(|e| MeterError::Unreadable {
-                reason: e.to_string(),
-            })?;
-        self.advance_all(events.iter().map(AsRef::as_ref))
+        // A long stretch (a first catch-up late in a session) is read back a window at a time.
+        let mut folded = Ok(());
+        log.visit_since(self.next_seq, |event| {
+            if folded.is_ok() && event.seq >= self.next_seq {
+                folded = self.advance(event);
+            }
+        })
+        .map_err(|e| MeterError::Unreadable {
+            reason: e.to_string(),
+        })?;
+        folded
     }
 
     /// Folds one event; it must be the next by seq.

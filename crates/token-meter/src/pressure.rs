@@ -78,7 +78,17 @@ impl PressureFold {
                 return;
             }
             "compaction/summary" | "compaction/prune" => {
-                self.shadow_price = event.data.get("shadowedTokenCount").and_then(Value::as_u64);
+                // Decoded from the text: a tree cached on the event would outlive this read.
+                #[derive(serde::Deserialize)]
+                struct Shadow {
+                    #[serde(rename = "shadowedTokenCount")]
+                    tokens: Option<Value>,
+                }
+                self.shadow_price = event
+                    .data
+                    .decode::<Shadow>()
+                    .ok()
+                    .and_then(|shadow| shadow.tokens?.as_u64());
                 return;
             }
             kind::ASSISTANT_MESSAGE => {

@@ -70,12 +70,11 @@ impl TokenMeter {
     pub fn pressure(&self, log: &SessionLog) -> ContextPressure {
         let entry = self.folds(log);
         let mut folds = entry.lock().unwrap_or_else(PoisonError::into_inner);
-        match log.events_since(folds.pressure.next_seq()) {
-            Ok(events) => events
-                .iter()
-                .for_each(|event| folds.pressure.advance(event)),
-            // The projection stays where it was; the next call tries again.
-            Err(error) => tracing::warn!(%error, "context pressure: cannot read the session log"),
+        // A first reading late in a long session (`dsh exec`'s closing usage line) reads the log
+        // back a window at a time; a failure leaves the projection where it got to.
+        let from = folds.pressure.next_seq();
+        if let Err(error) = log.visit_since(from, |event| folds.pressure.advance(event)) {
+            tracing::warn!(%error, "context pressure: cannot read the session log");
         }
         folds.pressure.value()
     }
