@@ -1,6 +1,11 @@
-//! Soak: one `dsh exec` turn of many bash steps against the replay server (the tool-loop model
-//! of `scripts/bench-scaling.py`: each step streams a reasoning text and one `bash` call, then
-//! the model answers `DONE`).
+//! Soak: one `dsh exec` turn of many bash steps, twice.
+//!
+//! - Against the replay server (the tool-loop model of `scripts/bench-scaling.py`: each step
+//!   streams a reasoning text and one `bash` call, then the model answers `DONE`) in the default
+//!   1M-token window: the history the model sees grows with every step, nothing is compacted.
+//! - Against the long-session model in a 32,000-token window, each command printing 20 KB: the
+//!   session lives by compaction and pruning, as a whole working day does. Here nothing may
+//!   grow with the session's length.
 //!
 //! It checks behaviour only: every step's call and result arrive in order on the stream, the
 //! answer is `DONE`, and the session log is whole (every line parses, seqs are contiguous, every
@@ -25,6 +30,10 @@ use std::process::Stdio;
 use std::time::Duration;
 use std::time::Instant;
 
+use dsh_session::SurfaceOp;
+use dsh_testkit::long_session::LONG_SESSION_PROMPT;
+use dsh_testkit::long_session::LongSessionPlan;
+use dsh_testkit::long_session::LongSessionServer;
 use dsh_testkit::replay::ReplayServer;
 use dsh_testkit::synthetic::TOOL_LOOP_PROMPT;
 use dsh_testkit::synthetic::ToolLoop;
@@ -76,35 +85,28 @@ struct Seen {
     cpu_ms: Option<u64>,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
-    let steps = steps();
-    let workspace = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let scenario = ToolLoop::echo(steps).scenario();
-    let server = ReplayServer::start(
-        &scenario,
-        ([127, 0, 0, 1], 0).into(),
-        Some(workspace.path().to_path_buf()),
-    )
-    .await
-    .unwrap();
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[plugins.sandbox]\nmode = \"danger-full-access\"\n",
-    )
-    .unwrap();
+/// What one soak run saw: every stream line, the process's memory at its end, how it ended.
+struct Run {
+    dsh: std::path::PathBuf,
+    seen: Vec<Seen>,
+    peak_at_end: Option<(u64, u64)>,
+    wall: Duration,
+}
 
+/// Runs `dsh exec --output stream-json PROMPT` against the model at `url`, reading the stream on
+/// a thread (the test's own runtime keeps serving the model) and sampling the process at each
+/// `step/start`. Asserts a clean exit.
+async fn run_exec(workspace: &Path, home: &Path, url: &str, prompt: &str) -> Run {
     let started = Instant::now();
     let dsh = std::env::var_os("DSH_SOAK_BIN").map_or_else(
         || env!("CARGO_BIN_EXE_dsh").into(),
         std::path::PathBuf::from,
     );
     let mut child = Command::new(&dsh)
-        .args(["exec", "--output", "stream-json", TOOL_LOOP_PROMPT])
-        .current_dir(workspace.path())
-        .env("DSH_HOME", home.path())
-        .env("DEEPSEEK_BASE_URL", server.url())
+        .args(["exec", "--output", "stream-json", prompt])
+        .current_dir(workspace)
+        .env("DSH_HOME", home)
+        .env("DEEPSEEK_BASE_URL", url)
         .env("DEEPSEEK_API_KEY", "replay-key")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -140,6 +142,40 @@ async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
     let wall = started.elapsed();
     let errors = errors.join().unwrap();
     assert!(status.success(), "dsh exec failed: {status}\n{errors}");
+    Run {
+        dsh,
+        seen,
+        peak_at_end,
+        wall,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
+    let steps = steps();
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let scenario = ToolLoop::echo(steps).scenario();
+    let server = ReplayServer::start(
+        &scenario,
+        ([127, 0, 0, 1], 0).into(),
+        Some(workspace.path().to_path_buf()),
+    )
+    .await
+    .unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[plugins.sandbox]\nmode = \"danger-full-access\"\n",
+    )
+    .unwrap();
+    let run = run_exec(
+        workspace.path(),
+        home.path(),
+        &server.url(),
+        TOOL_LOOP_PROMPT,
+    )
+    .await;
+    let seen = &run.seen;
 
     // The stream: the final result, and each step's call and result in model order.
     let result = &seen.last().expect("no output").line;
@@ -208,8 +244,58 @@ async fn a_long_turn_keeps_every_step_in_order_and_a_whole_log() {
         assert_eq!(event["type"], kind.as_str());
     }
 
-    println!("soak: binary {}", dsh.display());
-    report(steps, wall, &seen, peak_at_end);
+    println!("soak: binary {}", run.dsh.display());
+    report(steps, run.wall, seen, run.peak_at_end);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_turn_in_a_small_window_lives_by_compaction_and_stays_flat() {
+    let steps = steps();
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let plan = LongSessionPlan {
+        steps,
+        result_bytes: 20_000,
+        context_window: 32_000,
+    };
+    let server = LongSessionServer::start(plan, ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[plugins.sandbox]\nmode = \"danger-full-access\"\n\n\
+         [plugins.session-title]\nenabled = false\n\n\
+         [[model.catalog]]\nid = \"deepseek-v4-flash\"\ncontext_window = 32000\n",
+    )
+    .unwrap();
+    let run = run_exec(
+        workspace.path(),
+        home.path(),
+        &server.url(),
+        LONG_SESSION_PROMPT,
+    )
+    .await;
+    let result = &run.seen.last().expect("no output").line;
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["output"], "DONE");
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    let served = server.served();
+    assert!(
+        served.iter().all(|s| s.kind != "overflow"),
+        "a request went past the window"
+    );
+    let compactions = served.iter().filter(|s| s.kind == "compaction").count();
+    assert!(
+        compactions >= steps / 20,
+        "{compactions} compactions in {steps} steps of 20 KB results in a 32k window"
+    );
+    let logged = check_log(home.path(), &session, steps);
+    assert!(logged.iter().any(|k| k == "compaction/summary"));
+    println!(
+        "soak (small window): binary {}; {compactions} compactions",
+        run.dsh.display()
+    );
+    report(steps, run.wall, &run.seen, run.peak_at_end);
 }
 
 /// Checks the stored log line by line and through the store; returns its event types.
@@ -257,6 +343,8 @@ fn check_log(home: &Path, session: &str, steps: usize) -> Vec<String> {
                 assert!(open_step.is_some(), "tool/call outside a step");
                 assert!(open_calls.insert(id, event.seq).is_none(), "call id reused");
             }
+            // A pruned result replaces its original in place: it answers no new call.
+            "tool/result" if matches!(event.surface_op(), Some(SurfaceOp::Replace { .. })) => {}
             "tool/result" => {
                 let id = data["message"]["source"]["callId"].as_str().unwrap();
                 let call = open_calls.remove(id).expect("a result without its call");

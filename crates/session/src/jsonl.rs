@@ -22,6 +22,7 @@ use crate::event::SurfaceOp;
 use crate::event::is_known_kind;
 use crate::event::kind;
 use crate::header::SessionHeader;
+use crate::line_index::LineIndex;
 use crate::payload::Payload;
 use crate::payload::TextError;
 use crate::payload::check_text;
@@ -46,7 +47,7 @@ pub(crate) struct ParsedLog {
     pub(crate) events: Vec<Arc<Event>>,
     /// Where each event's line starts in the file (the members of a packed row share their
     /// row's start), when asked for: a resumed log reads evicted events back through it.
-    pub(crate) starts: Vec<u64>,
+    pub(crate) starts: LineIndex,
     /// Length of the committed prefix in bytes.
     pub(crate) valid_len: u64,
     /// Length of the whole file in bytes.
@@ -150,7 +151,7 @@ pub(crate) fn parse_log(
 }
 
 /// Parsed events with their line starts (empty unless asked for).
-type Rows = (Vec<Arc<Event>>, Vec<u64>);
+type Rows = (Vec<Arc<Event>>, LineIndex);
 
 /// Events plus, when parsing stopped early, the byte offset of the bad record and why.
 type Parsed = (Rows, Option<(usize, String)>);
@@ -164,7 +165,7 @@ fn parse_sequential(
     want_starts: bool,
 ) -> Result<Parsed, SessionError> {
     let mut events: Vec<Arc<Event>> = Vec::with_capacity(body.len() / 160);
-    let mut starts: Option<Vec<u64>> = want_starts.then(Vec::new);
+    let mut starts = want_starts.then(|| LineIndex::with_capacity(lines_in(body)));
     let mut offset = body_start;
     for (index, line) in body.split_terminator('\n').enumerate() {
         let line_no = index + 2;
@@ -220,7 +221,7 @@ fn parse_parallel(buf: &Arc<String>, body: &str, want_starts: bool) -> Option<Ro
         cuts.push(target + newline + 1);
     }
     cuts.push(body.len());
-    type Part = (u64, Vec<Arc<Event>>, Option<Vec<u64>>);
+    type Part = (u64, Vec<Arc<Event>>, Option<LineIndex>);
     let parts: Vec<Option<Part>> = std::thread::scope(|scope| {
         let handles: Vec<_> = cuts
             .windows(2)
@@ -228,7 +229,7 @@ fn parse_parallel(buf: &Arc<String>, body: &str, want_starts: bool) -> Option<Ro
                 let slice = &body[w[0]..w[1]];
                 scope.spawn(move || {
                     let mut events = Vec::with_capacity(slice.len() / 160);
-                    let mut starts = want_starts.then(Vec::new);
+                    let mut starts = want_starts.then(|| LineIndex::with_capacity(lines_in(slice)));
                     let mut base = None;
                     for line in slice.split_terminator('\n').filter(|l| !l.is_empty()) {
                         parse_row(buf, line, &mut events, &mut base, starts.as_mut(), true).ok()?;
@@ -244,7 +245,7 @@ fn parse_parallel(buf: &Arc<String>, body: &str, want_starts: bool) -> Option<Ro
     });
     let total: usize = parts.iter().flatten().map(|(_, e, _)| e.len()).sum();
     let mut events: Vec<Arc<Event>> = Vec::new();
-    let mut all_starts: Vec<u64> = Vec::new();
+    let mut all_starts: Option<LineIndex> = None;
     for (base, part, starts) in parts
         .into_iter()
         .map(|p| p.ok_or(()))
@@ -262,9 +263,19 @@ fn parse_parallel(buf: &Arc<String>, body: &str, want_starts: bool) -> Option<Ro
         } else {
             events.extend(part);
         }
-        all_starts.extend(starts.unwrap_or_default());
+        // Like the events, the first part's index grows in place.
+        match (&mut all_starts, starts) {
+            (Some(all), Some(part)) => all.append(part),
+            (all @ None, mut part) => {
+                if let Some(part) = part.as_mut() {
+                    part.reserve_exact(total - events.len());
+                }
+                *all = part;
+            }
+            (Some(_), None) => {}
+        }
     }
-    Some((events, all_starts))
+    Some((events, all_starts.unwrap_or_default()))
 }
 
 /// The events `from..to` out of `bytes`, whole rows read back from a live log's file (where
@@ -301,6 +312,11 @@ pub(crate) fn parse_read_back(
         )));
     }
     Ok(events)
+}
+
+/// The number of lines in `text` (one event each, unless packed rows expand).
+fn lines_in(text: &str) -> usize {
+    text.bytes().filter(|&b| b == b'\n').count()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -348,14 +364,16 @@ fn parse_row(
     line: &str,
     events: &mut Vec<Arc<Event>>,
     base: &mut Option<u64>,
-    starts: Option<&mut Vec<u64>>,
+    starts: Option<&mut LineIndex>,
     known_kinds: bool,
 ) -> Result<(), RowError> {
     let before = events.len();
     parse_row_events(buf, line, events, base, known_kinds)?;
     if let Some(starts) = starts {
         let at = (line.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize) as u64;
-        starts.resize(starts.len() + (events.len() - before), at);
+        for _ in before..events.len() {
+            starts.push(at);
+        }
     }
     Ok(())
 }

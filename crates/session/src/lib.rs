@@ -29,6 +29,7 @@ mod finite;
 mod header;
 mod invariants;
 mod jsonl;
+mod line_index;
 mod log;
 mod paths;
 mod payload;

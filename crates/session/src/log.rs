@@ -242,13 +242,13 @@ impl SessionLog {
     pub(crate) fn seeded(
         header: SessionHeader,
         seed: Vec<Arc<Event>>,
-        sink: Option<(FileSink, Vec<u64>)>,
+        sink: Option<(FileSink, crate::line_index::LineIndex)>,
         live: Option<LiveGuard>,
         check_lossless: bool,
     ) -> Result<Self, SessionError> {
         let (sink, persisted) = match sink {
             Some((sink, starts)) => {
-                let persisted = starts.len() as u64;
+                let persisted = starts.len();
                 (Some(LogWriter::new(sink, starts)), persisted)
             }
             None => (None, 0),

@@ -140,7 +140,7 @@ impl JsonlStore {
         let log = SessionLog::seeded(
             header,
             seed.unwrap_or_default(),
-            Some((sink, Vec::new())),
+            Some((sink, crate::line_index::LineIndex::default())),
             Some(live),
             check_lossless,
         )?;

@@ -50,6 +50,7 @@ use tokio::sync::oneshot;
 use crate::error::SessionError;
 use crate::event::Event;
 use crate::event::kind;
+use crate::line_index::LineIndex;
 use crate::sink::FileSink;
 
 /// How far a barrier waits.
@@ -142,7 +143,7 @@ struct Queue {
     /// Where the line of each event in the file starts, by seq (`starts.len() == written`; the
     /// members of a packed row of a resumed file share their row's start), so that an event
     /// the log no longer keeps in memory can be read back.
-    starts: Vec<u64>,
+    starts: LineIndex,
     /// Where the last stored line ends (the file's length after the last write).
     end: u64,
     /// A read handle on the file, once it exists (see [`FileSink::reader`]).
@@ -331,10 +332,10 @@ impl LogWriter {
     /// A writer for `sink`, whose file already holds one event per entry of `starts` (where
     /// each one's line starts). An existing file was written by another process: its tail may
     /// still sit in the page cache, so the first sync barrier syncs it.
-    pub(crate) fn new(sink: FileSink, starts: Vec<u64>) -> Self {
+    pub(crate) fn new(sink: FileSink, starts: LineIndex) -> Self {
         let path = sink.path().to_path_buf();
         let materialized = sink.is_materialized();
-        let stored = starts.len() as u64;
+        let stored = starts.len();
         let reader = match sink.reader() {
             Some(Ok(file)) => Some(Arc::new(file)),
             Some(Err(error)) => {
@@ -466,20 +467,16 @@ impl ReadBack {
         };
         let (reader, start, end) = {
             let queue = lock(&self.shared.queue);
-            let (Ok(first), Ok(last)) = (usize::try_from(from), usize::try_from(to - 1)) else {
-                return Err(not_stored());
-            };
             let reader = queue.reader.clone().ok_or_else(not_stored)?;
-            let (Some(&start), Some(&last_start)) =
-                (queue.starts.get(first), queue.starts.get(last))
+            let (Some(start), Some(last_start)) =
+                (queue.starts.get(from), queue.starts.get(to - 1))
             else {
                 return Err(not_stored());
             };
             // The line of `to - 1` ends where the next line starts (members of a packed row
             // share one start), or at the end of what is stored.
-            let end = queue.starts[last + 1..]
-                .iter()
-                .copied()
+            let end = (to..queue.starts.len())
+                .filter_map(|seq| queue.starts.get(seq))
                 .find(|&s| s > last_start)
                 .unwrap_or(queue.end);
             (reader, start, end)
@@ -612,7 +609,9 @@ fn run(shared: &Shared) {
         if wrote {
             queue.batches += u64::from(!batch.is_empty());
             queue.written += batch.len() as u64;
-            queue.starts.extend(starts);
+            starts
+                .into_iter()
+                .for_each(|start| queue.starts.push(start));
             queue.end = sink.len();
             queue.materialized = queue.materialized || sink.is_materialized();
             match reader {
@@ -667,8 +666,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s").join("session.jsonl");
         let header = crate::header::SessionHeader::new("s", None).to_json_line();
-        let mut writer =
-            LogWriter::new(FileSink::lazy(path.clone(), "s".into(), header), Vec::new());
+        let mut writer = LogWriter::new(
+            FileSink::lazy(path.clone(), "s".into(), header),
+            LineIndex::default(),
+        );
         {
             // The writer thread starts at the first push and waits for the file meanwhile.
             let shared = writer.shared.clone();
@@ -695,7 +696,7 @@ mod tests {
     fn a_full_disk_fails_the_barrier_and_refuses_later_appends() {
         let full = Path::new("/dev/full");
         let sink = FileSink::existing(full.to_path_buf(), "full".into(), 0).unwrap();
-        let mut writer = LogWriter::new(sink, Vec::new());
+        let mut writer = LogWriter::new(sink, LineIndex::default());
         writer.push(event(0));
         let err = writer.blocking(1, Level::Written).wait().unwrap_err();
         let SessionError::Io { path, source } = &err else {
