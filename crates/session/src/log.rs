@@ -286,7 +286,8 @@ impl SessionLog {
         }
         // A long resumed log shrinks to the resident tail once the session has moved on.
         state.evict_at = Budget::next_after(state.resident.len(), state.resident_bytes);
-        state.holds_load_buffer = persisted > 0;
+        // A resume's events, or a fork's copied from a stored session, share a load's buffer.
+        state.holds_load_buffer = !state.resident.is_empty();
         let first_live_seq = state.len();
         Ok(Self::new(header, first_live_seq, state, live))
     }
