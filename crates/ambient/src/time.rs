@@ -17,6 +17,7 @@ use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_session::Event;
+use dsh_session::LogFold;
 use dsh_session::SessionLog;
 use dsh_session::kind;
 use jiff::Timestamp;
@@ -151,10 +152,21 @@ struct Fold {
     zones: Vec<String>,
 }
 
-fn is_reading(event: &Event) -> bool {
+fn is_reading(event: &Event, source: Option<&Value>) -> bool {
+    let field = |name: &str| source.and_then(|s| s.get(name)).and_then(Value::as_str);
     event.kind == kind::USER_MESSAGE
-        && event.data.pointer("/source/kind").and_then(Value::as_str) == Some("plugin")
-        && event.data.pointer("/source/plugin").and_then(Value::as_str) == Some(TIME_PLUGIN)
+        && field("kind") == Some("plugin")
+        && field("plugin") == Some(TIME_PLUGIN)
+}
+
+/// `data.source` of a surface event, decoded on its own: a tree cached on the event (a tool
+/// result's is ten times its text) would stay as long as the event does.
+fn source_of(event: &Event) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Sourced {
+        source: Option<Value>,
+    }
+    event.data.decode::<Sourced>().ok()?.source
 }
 
 /// `{kind:"user", rpcId, clientTimeZone}` → the zone.
@@ -166,38 +178,38 @@ fn client_zone(source: &Value) -> Option<&str> {
 
 impl Fold {
     fn catch_up(&mut self, log: &SessionLog) {
-        if log.len() < self.next_seq {
-            *self = Self::default();
+        if let Err(error) = log.catch_up(self) {
+            // The reading stays where it got to; the next step tries again.
+            tracing::warn!(%error, "time context: cannot read the session log");
         }
-        let events = match log.events_since(self.next_seq) {
-            Ok(events) => events,
-            Err(error) => {
-                // The reading stays where it was; the next step tries again.
-                tracing::warn!(%error, "time context: cannot read the session log");
-                return;
+    }
+}
+
+impl LogFold for Fold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
+        match event.kind.as_str() {
+            kind::TURN_START => {
+                self.open_turn = event.turn();
+                self.zones.clear();
             }
-        };
-        for event in events {
-            self.next_seq = event.seq + 1;
-            match event.kind.as_str() {
-                kind::TURN_START => {
-                    self.open_turn = event.turn();
-                    self.zones.clear();
+            kind::TURN_END => self.open_turn = None,
+            kind::USER_MESSAGE | kind::ASSISTANT_MESSAGE | kind::TOOL_RESULT => {
+                let time = i64::try_from(event.time).unwrap_or(i64::MAX);
+                let source = source_of(event);
+                if is_reading(event, source.as_ref()) {
+                    self.last_reading = Some((time, self.open_turn));
+                } else {
+                    self.last_visible = Some(time);
                 }
-                kind::TURN_END => self.open_turn = None,
-                kind::USER_MESSAGE | kind::ASSISTANT_MESSAGE | kind::TOOL_RESULT => {
-                    let time = i64::try_from(event.time).unwrap_or(i64::MAX);
-                    if is_reading(&event) {
-                        self.last_reading = Some((time, self.open_turn));
-                    } else {
-                        self.last_visible = Some(time);
-                    }
-                    if let Some(zone) = event.data.get("source").and_then(client_zone) {
-                        self.zones.push(zone.to_owned());
-                    }
+                if let Some(zone) = source.as_ref().and_then(client_zone) {
+                    self.zones.push(zone.to_owned());
                 }
-                _ => {}
             }
+            _ => {}
         }
     }
 }

@@ -16,6 +16,8 @@ use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
+use dsh_session::Event;
+use dsh_session::LogFold;
 use dsh_session::SessionLog;
 use dsh_session::kind;
 use serde_json::Value;
@@ -137,30 +139,29 @@ struct Fold {
 
 impl Fold {
     fn catch_up(&mut self, log: &SessionLog) {
-        if log.len() < self.next_seq {
-            *self = Self::default();
+        if let Err(error) = log.catch_up(self) {
+            // The reading stays where it got to; the next step tries again.
+            tracing::warn!(%error, "tmux location: cannot read the session log");
         }
-        let events = match log.events_since(self.next_seq) {
-            Ok(events) => events,
-            Err(error) => {
-                // The reading stays where it was; the next step tries again.
-                tracing::warn!(%error, "tmux location: cannot read the session log");
-                return;
-            }
-        };
-        for event in events {
-            self.next_seq = event.seq + 1;
-            if event.kind == kind::USER_MESSAGE
-                && event.data.pointer("/source/plugin").and_then(Value::as_str) == Some(TMUX_PLUGIN)
-            {
-                let text = event
-                    .data
-                    .pointer("/content/0/text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let state = text.split_once('\n').map_or("", |(_, s)| s).to_owned();
-                self.last = Some((i64::try_from(event.time).unwrap_or(i64::MAX), state));
-            }
+    }
+}
+
+impl LogFold for Fold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
+        if event.kind == kind::USER_MESSAGE
+            && event.data.pointer("/source/plugin").and_then(Value::as_str) == Some(TMUX_PLUGIN)
+        {
+            let text = event
+                .data
+                .pointer("/content/0/text")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let state = text.split_once('\n').map_or("", |(_, s)| s).to_owned();
+            self.last = Some((i64::try_from(event.time).unwrap_or(i64::MAX), state));
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_session::Event;
+use dsh_session::LogFold;
 use dsh_session::SessionLog;
 use serde_json::Map;
 use serde_json::Value;
@@ -276,21 +277,20 @@ impl GoalFold {
     /// Folds what `log` appended since the last call. A log shorter than what was folded is
     /// another instance under the same id (a reload): the fold starts over.
     fn catch_up(&mut self, log: &SessionLog) {
-        if log.len() < self.next_seq {
-            *self = Self::default();
+        if let Err(error) = log.catch_up(self) {
+            // The fold keeps what it folded; the next call tries again.
+            tracing::warn!(%error, "goal: cannot read the session log");
         }
-        let events = match log.events_since(self.next_seq) {
-            Ok(events) => events,
-            Err(error) => {
-                // The fold stays where it was; the next call tries again.
-                tracing::warn!(%error, "goal: cannot read the session log");
-                return;
-            }
-        };
-        for event in events {
-            self.next_seq = event.seq + 1;
-            apply(&mut self.state, &event);
-        }
+    }
+}
+
+impl LogFold for GoalFold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
+        apply(&mut self.state, event);
     }
 }
 

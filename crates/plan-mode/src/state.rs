@@ -17,6 +17,7 @@ use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_session::Event;
+use dsh_session::LogFold;
 use dsh_session::SessionLog;
 use serde_json::Value;
 use serde_json::json;
@@ -96,24 +97,23 @@ impl HeaderFold {
     /// Folds what `log` appended since the last call. A log shorter than what was folded is
     /// another instance under the same id (a reload): the fold starts over.
     fn catch_up(&mut self, log: &SessionLog) {
-        if log.len() < self.next_seq {
-            *self = Self::default();
+        if let Err(error) = log.catch_up(self) {
+            // The fold keeps what it folded; the next call tries again.
+            tracing::warn!(%error, "plan mode: cannot read the session log");
         }
-        let events = match log.events_since(self.next_seq) {
-            Ok(events) => events,
-            Err(error) => {
-                // The fold stays where it was; the next call tries again.
-                tracing::warn!(%error, "plan mode: cannot read the session log");
-                return;
-            }
-        };
-        for event in events {
-            self.next_seq = event.seq + 1;
-            match event.kind.as_str() {
-                "plan/mode" => self.active = plan_state_of(&event).unwrap_or(false),
-                "request/header" => self.at_header = Some(self.active),
-                _ => {}
-            }
+    }
+}
+
+impl LogFold for HeaderFold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
+        match event.kind.as_str() {
+            "plan/mode" => self.active = plan_state_of(event).unwrap_or(false),
+            "request/header" => self.at_header = Some(self.active),
+            _ => {}
         }
     }
 }

@@ -56,6 +56,7 @@ pub use invariants::check_invariants;
 pub use jsonl::LoadedSession;
 pub use jsonl::read_log_file;
 pub use log::Clock;
+pub use log::LogFold;
 pub use log::SessionLog;
 pub use log::Subscription;
 pub use log::TurnState;

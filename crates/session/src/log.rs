@@ -33,6 +33,16 @@ use crate::writer::Level;
 use crate::writer::LogWriter;
 use crate::writer::ReadBack;
 
+/// A fold kept beside a log and brought up to date with [`SessionLog::catch_up`]: it has seen
+/// the events before `next_seq`, and folds each later one with `apply`, in order. `Default` is
+/// the fold of no event.
+pub trait LogFold: Default {
+    /// The seq of the first event the fold has not seen.
+    fn next_seq(&mut self) -> &mut u64;
+    /// Folds the next event.
+    fn apply(&mut self, event: &Event);
+}
+
 /// Source of `time` for appended events (epoch ms). Tests inject a fixed clock.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
@@ -528,6 +538,21 @@ impl SessionLog {
         }
         resident.iter().for_each(visit);
         Ok(())
+    }
+
+    /// Brings `fold` up to date with the log: folds every event it has not seen, a window at a
+    /// time when a long stretch has to be read back. A log shorter than what the fold has seen
+    /// is another log under the same id (a reload, a fork): the fold starts over. On an error
+    /// the fold keeps what it folded, and the next call resumes after it.
+    pub fn catch_up<F: LogFold>(&self, fold: &mut F) -> Result<(), SessionError> {
+        if self.len() < *fold.next_seq() {
+            *fold = F::default();
+        }
+        let from = *fold.next_seq();
+        self.visit_since(from, |event| {
+            *fold.next_seq() = event.seq + 1;
+            fold.apply(event);
+        })
     }
 
     /// The event `seq`, `None` past the end. An event no longer in memory is read back from

@@ -894,3 +894,40 @@ fn large_events_are_kept_in_memory_up_to_a_byte_budget() {
         Some(100_000)
     );
 }
+
+#[derive(Default)]
+struct CountFold {
+    next_seq: u64,
+    seen: Vec<u64>,
+}
+
+impl LogFold for CountFold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
+        self.seen.push(event.seq);
+    }
+}
+
+#[test]
+fn a_fold_catches_up_from_the_file_then_only_on_what_is_new_and_restarts_on_another_log() {
+    let home = tempfile::tempdir().unwrap();
+    let log = persisted(home.path(), "fold");
+    fill(&log, 3 * RESIDENT_HIGH.events as u64);
+    let mut fold = CountFold::default();
+    log.catch_up(&mut fold).unwrap();
+    // The evicted part came back from the file, in order, once.
+    assert_eq!(fold.seen, (0..log.len()).collect::<Vec<_>>());
+    log.append_ignorable("x/new", json!({})).unwrap();
+    log.catch_up(&mut fold).unwrap();
+    assert_eq!(fold.seen.len() as u64, log.len());
+    assert_eq!(fold.next_seq, log.len());
+    // A shorter log under the same fold is another log: the fold starts over.
+    let other = self::log();
+    other.append_ignorable("x/a", json!({})).unwrap();
+    other.catch_up(&mut fold).unwrap();
+    assert_eq!(fold.seen, [0]);
+    assert_eq!(fold.next_seq, 1);
+}
