@@ -16,6 +16,7 @@ use dsh_agent::AgentHandle;
 use dsh_llm::ModelAdapter;
 use dsh_protocol::ContentBlock;
 use dsh_session::Event;
+use dsh_session::LogFold;
 use dsh_session::SessionLog;
 use dsh_session::SurfaceIntent;
 use dsh_session::data::EpochHeader;
@@ -113,27 +114,32 @@ struct LockFold {
 
 impl LockFold {
     fn catch_up(&mut self, log: &SessionLog) {
-        if log.len() < self.next_seq {
-            *self = Self::default();
-        }
-        if log.len() == self.next_seq {
-            return;
-        }
-        let events = match log.events_since(self.next_seq) {
-            Ok(events) => events,
-            Err(error) => {
-                // The fold stays where it was; the next call tries again.
-                tracing::warn!(%error, "compaction: cannot read the session log");
-                return;
-            }
-        };
-        for event in events {
-            self.advance(&event);
+        if let Err(error) = log.catch_up(self) {
+            // The fold keeps what it folded; the next call tries again.
+            tracing::warn!(%error, "compaction: cannot read the session log");
         }
     }
 
+    /// Folds an event just appended (the fold is caught up).
     fn advance(&mut self, event: &Event) {
         self.next_seq = event.seq + 1;
+        self.apply(event);
+    }
+
+    /// An unmatched start after the newest end-seed (an older one is a crashed process's).
+    fn busy(&self) -> bool {
+        self.open
+            .as_ref()
+            .is_some_and(|(_, seq)| self.end_seed.is_none_or(|seed| *seq > seed))
+    }
+}
+
+impl LogFold for LockFold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
         let id = || {
             event
                 .data
@@ -155,13 +161,6 @@ impl LockFold {
             kind::END_SEED => self.end_seed = Some(event.seq),
             _ => {}
         }
-    }
-
-    /// An unmatched start after the newest end-seed (an older one is a crashed process's).
-    fn busy(&self) -> bool {
-        self.open
-            .as_ref()
-            .is_some_and(|(_, seq)| self.end_seed.is_none_or(|seed| *seq > seed))
     }
 }
 

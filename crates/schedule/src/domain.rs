@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use dsh_session::Event;
+use dsh_session::LogFold;
 use dsh_session::SessionLog;
 use jiff::Timestamp;
 use jiff::civil;
@@ -482,32 +483,35 @@ impl StateFold {
     /// `State::fold(&log.events())`, folding only what `log` appended since the last call. A
     /// log shorter than what was folded is another log: the fold starts over.
     pub(crate) fn catch_up(&mut self, log: &SessionLog) -> Result<State, RuleError> {
-        if log.len() < self.next_seq {
-            *self = Self::default();
-        }
-        let events = log.events_since(self.next_seq).map_err(|error| {
-            // The operation fails as any internal failure does; the fold stays where it was.
+        log.catch_up(self).map_err(|error| {
+            // The operation fails as any internal failure does; the fold keeps what it folded.
             tracing::warn!(%error, "schedule: cannot read the session log");
             INTERNAL
         })?;
-        for event in events {
-            self.next_seq = event.seq + 1;
-            match event.kind.as_str() {
-                "session/end-seed" => {
-                    self.state = State::default();
-                    self.corrupt = false;
-                }
-                "schedule/change" if !self.corrupt => match event.data.decode::<Change>() {
-                    Ok(change) => self.state.apply(change),
-                    Err(_) => self.corrupt = true,
-                },
-                _ => {}
-            }
-        }
         if self.corrupt {
             Err(CORRUPT)
         } else {
             Ok(self.state.clone())
+        }
+    }
+}
+
+impl LogFold for StateFold {
+    fn next_seq(&mut self) -> &mut u64 {
+        &mut self.next_seq
+    }
+
+    fn apply(&mut self, event: &Event) {
+        match event.kind.as_str() {
+            "session/end-seed" => {
+                self.state = State::default();
+                self.corrupt = false;
+            }
+            "schedule/change" if !self.corrupt => match event.data.decode::<Change>() {
+                Ok(change) => self.state.apply(change),
+                Err(_) => self.corrupt = true,
+            },
+            _ => {}
         }
     }
 }
