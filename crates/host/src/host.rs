@@ -194,6 +194,8 @@ pub(crate) struct Inner {
     reload: tokio::sync::Mutex<()>,
     reports: broadcast::Sender<ReloadReport>,
     pub(crate) overrides: Overrides,
+    /// The output cap per model request of sessions attached from now on (0: none).
+    max_tokens: std::sync::atomic::AtomicU64,
 }
 
 /// The composition: build it once per process, then hand [`Host::sessions`] to a front-end.
@@ -279,6 +281,7 @@ impl Host {
                     persona: None,
                 }),
                 reload: tokio::sync::Mutex::new(()),
+                max_tokens: std::sync::atomic::AtomicU64::new(0),
                 reports,
                 overrides: options.overrides,
             }),
@@ -599,6 +602,22 @@ pub struct NewSession {
     pub cwd: PathBuf,
 }
 
+/// A delegated child's ending (`subagent/end`), as [`SessionHost::on_child_finished`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildFinished {
+    /// The subagent provider that ran it.
+    pub provider: String,
+    pub child_id: String,
+    /// The delegating session.
+    pub parent_id: String,
+    /// Ran in this process (`false`: an out-of-process ACP, codex or claude child).
+    pub local: bool,
+    /// `completed`, `aborted`, `error`, `max-tokens`, `refusal` or another word.
+    pub stop_reason: String,
+    /// The child's last non-empty answer; `None` when it produced no output.
+    pub last_assistant_message: Option<Vec<dsh_protocol::ContentBlock>>,
+}
+
 /// How a child session (a subagent or a fork of the parent) starts.
 #[derive(Debug, Clone, Default)]
 pub struct ChildSession {
@@ -754,7 +773,12 @@ impl SessionHost {
             cwd: Some(cwd.to_string_lossy().into_owned()),
             provider,
             model,
-            max_tokens: None,
+            max_tokens: Some(
+                self.inner
+                    .max_tokens
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .filter(|max| *max > 0),
             adapter: self.inner.model.clone(),
             tools: self.inner.services.tools.clone(),
             scope: parent.clone(),
@@ -892,6 +916,48 @@ impl SessionHost {
     /// The host's services (plugins' registries, the model adapter, host facts).
     pub fn services(&self) -> Arc<HostServices> {
         self.inner.services.clone()
+    }
+
+    /// Caps each model request's output at `max` tokens for every session attached from now
+    /// on, children included (the SDK's `initialize` `maxTokens`); `None` lifts the cap.
+    pub fn set_max_tokens(&self, max: Option<u64>) {
+        self.inner
+            .max_tokens
+            .store(max.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The root scope's hooks of the agent loop (status changes and session starts of every
+    /// agent of this host), for a front-end that follows all of them.
+    pub fn agent_hooks(&self) -> Arc<AgentHooks> {
+        self.inner.services.hooks.clone()
+    }
+
+    /// Calls `listener` with each in-process or remote delegated child's ending while `owner`
+    /// lives; `None` when the subagent plugin is not mounted.
+    pub fn on_child_finished(
+        &self,
+        owner: &Scope,
+        listener: impl Fn(&ChildFinished) + Send + Sync + 'static,
+    ) -> Option<dsh_kernel::Disposer> {
+        let subagents = self.service::<dsh_subagent::Subagents>()?;
+        Some(subagents.events().register(owner, move |event| {
+            if let dsh_subagent::SubagentEvent::End {
+                info,
+                stop_reason,
+                last_assistant_message,
+            } = event
+            {
+                listener(&ChildFinished {
+                    provider: info.provider.clone(),
+                    child_id: info.id.clone(),
+                    parent_id: info.parent_id.clone(),
+                    local: info.local,
+                    stop_reason: stop_reason.as_str().to_owned(),
+                    last_assistant_message: last_assistant_message.clone(),
+                });
+            }
+            Ok(())
+        }))
     }
 
     /// A service provided on the host's root (a command registry, the attachment store).

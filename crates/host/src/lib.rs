@@ -31,6 +31,7 @@ pub use config::ConfigErrors;
 pub use config::Layer;
 pub use config::Overrides;
 pub use config::ProjectLayer;
+pub use host::ChildFinished;
 pub use host::ChildSession;
 pub use host::Host;
 pub use host::HostError;
