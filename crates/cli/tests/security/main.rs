@@ -9,3 +9,4 @@ mod key;
 mod spawn;
 mod support;
 mod trust;
+mod web;
