@@ -6,7 +6,8 @@
 //! default list of secret paths that the file tools refuse and the sandbox hides, and how a
 //! child's program is found (in its own filtered `PATH`, as an absolute path); the one
 //! terminal sanitiser ([`terminal_safe`]) every front-end passes model, tool, file and log text
-//! through before printing it.
+//! through before printing it; the credentials start-up takes out of dsh's own environment
+//! ([`keep_taken`], read back through [`var`]).
 //! Must not depend on: any other dsh crate, an async runtime, or anything that does I/O beyond
 //! reading the process environment.
 
@@ -14,6 +15,7 @@ mod env;
 mod paths;
 mod program;
 mod registry;
+mod taken;
 mod terminal;
 
 pub use env::filter_env;
@@ -26,5 +28,8 @@ pub use registry::REDACTED;
 pub use registry::holds_secret;
 pub use registry::redact;
 pub use registry::register_secret;
+pub use taken::credential_vars;
+pub use taken::keep_taken;
+pub use taken::var;
 pub use terminal::is_terminal_control;
 pub use terminal::terminal_safe;
