@@ -69,7 +69,7 @@ fn loopback_spellings(v4: u16, v6: Option<u16>) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_fetch_never_reaches_this_machine_or_private_networks_by_default() {
-    let v4 = internal_server("0.0.0.0:0").expect("a local IPv4 server");
+    let v4 = internal_server("127.0.0.1:0").expect("a loopback IPv4 server");
     let v6 = internal_server("[::1]:0");
     let mut urls = loopback_spellings(v4, v6);
     // Private, link-local, metadata and CGNAT addresses: refused before any connection.
