@@ -3,9 +3,12 @@
 //! way out that existed; see `docs/security.md` for what each mode promises.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod areas;
 mod escapes;
 mod faults;
+mod kernel;
 mod key;
+mod limits;
 mod spawn;
 mod support;
 mod trust;
