@@ -11,4 +11,6 @@ mod key;
 mod limits;
 mod spawn;
 mod support;
+mod terminal;
 mod trust;
+mod web;
