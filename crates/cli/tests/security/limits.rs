@@ -45,8 +45,17 @@ async fn a_confined_command_is_held_to_its_limits() {
                 .find_map(|l| l.strip_prefix("forked "))
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or_else(|| panic!("{user:?} {mode}: {}", results[0]));
+            // Root's bound is the command's own pids cgroup: exact. Another uid's is
+            // `RLIMIT_NPROC` counted from what the uid runs at launch (other tests of the same
+            // uid run alongside and end meanwhile), so it is checked for stopping the loop
+            // well short of its 300, not at exactly 64.
+            let bound = if user == User::Current && rustix::process::geteuid().is_root() {
+                64
+            } else {
+                150
+            };
             assert!(
-                forked < 64,
+                forked < bound,
                 "{user:?} {mode}: {forked} processes started: {}",
                 results[0]
             );
