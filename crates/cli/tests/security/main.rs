@@ -3,8 +3,11 @@
 //! way out that existed; see `docs/security.md` for what each mode promises.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod blocking;
+mod durable;
 mod escapes;
 mod faults;
+mod growth;
 mod key;
 mod spawn;
 mod support;
