@@ -11,4 +11,6 @@ mod growth;
 mod key;
 mod spawn;
 mod support;
+mod terminal;
 mod trust;
+mod web;
