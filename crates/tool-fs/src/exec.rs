@@ -7,6 +7,8 @@
 //! the call is cancelled: nothing awaits it, the runtime's shutdown does not wait for it (it is
 //! not a `spawn_blocking` task), and the process exit takes it down. The number of threads
 //! still running is bounded; past the bound a call is refused at once instead of adding one.
+//! The deadline is a tokio timer: the runtime the tools run on must have its time driver
+//! (every dsh runtime enables it).
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
