@@ -4,8 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod areas;
+mod blocking;
+mod durable;
 mod escapes;
 mod faults;
+mod growth;
 mod kernel;
 mod key;
 mod limits;
