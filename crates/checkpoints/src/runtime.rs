@@ -141,10 +141,7 @@ impl Checkpoints {
         self.finish_pending(&store, log)?;
         let tree = store.snapshot()?;
         let timeline = self.timeline(log)?;
-        let first = !timeline
-            .turns
-            .get(&turn)
-            .is_some_and(|t| t.before.is_some());
+        let first = timeline.turns.get(&turn).is_none_or(|t| t.before.is_none());
         let last = timeline.checkpoints.last().map(|c| c.tree.as_str());
         if !first && step.is_some() && last == Some(tree.as_str()) {
             return Ok(None);
