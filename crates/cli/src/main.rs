@@ -140,6 +140,21 @@ enum SessionsCommand {
         /// The session id (or a unique prefix).
         id: String,
     },
+    /// List a session's checkpoints of the workspace's files, oldest first.
+    Checkpoints {
+        /// The session id (or a unique prefix).
+        id: String,
+        /// An array of objects: id, time, turn, step, prompt, tree.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the session's workspace files exactly what they were at a checkpoint.
+    Restore {
+        /// The session id (or a unique prefix).
+        id: String,
+        /// The checkpoint id (`dsh sessions checkpoints ID` lists them).
+        checkpoint: String,
+    },
     /// Write a session's raw log and its descendants' logs as one ZIP archive.
     Export {
         /// The session id (or a unique prefix).
@@ -262,6 +277,12 @@ fn main() -> ExitCode {
         Some(Command::Sessions {
             command: SessionsCommand::Rm { id },
         }) => sessions::rm(&id),
+        Some(Command::Sessions {
+            command: SessionsCommand::Checkpoints { id, json },
+        }) => sessions::checkpoints(&id, json),
+        Some(Command::Sessions {
+            command: SessionsCommand::Restore { id, checkpoint },
+        }) => sessions::restore(&id, &checkpoint),
         Some(Command::Sessions {
             command: SessionsCommand::Export { id, output },
         }) => sessions::export(&id, output),
