@@ -6,6 +6,7 @@
 mod escapes;
 mod faults;
 mod key;
+mod persistence;
 mod spawn;
 mod support;
 mod trust;
