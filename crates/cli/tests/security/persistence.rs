@@ -179,7 +179,7 @@ async fn nested_repositories_and_submodules_carry_no_planted_config() {
             "workspace-write",
             &[
                 bash(&format!(
-                    "git init -q nested && git -C nested commit -q --allow-empty -m x; {} ; git add nested; git status --short; echo done-c",
+                    "git init -q nested && git -C nested -c user.name=m -c user.email=m@m commit -q --allow-empty -m x; {} ; git add nested; git status --short; echo done-c",
                     plant("nested", &marker)
                 )),
                 bash(&format!(
