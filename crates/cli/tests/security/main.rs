@@ -9,4 +9,6 @@ mod key;
 mod persistence;
 mod spawn;
 mod support;
+mod terminal;
 mod trust;
+mod web;
