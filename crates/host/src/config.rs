@@ -283,7 +283,8 @@ impl Config {
             config.files.push((Layer::User, user_path.clone()));
             config.merge(Layer::User, table, Some((&user_path, &lines)));
         }
-        if project_path != user_path && !(overrides.skip_untrusted_project && !trusted) {
+        let project_skipped = overrides.skip_untrusted_project && !trusted;
+        if project_path != user_path && !project_skipped {
             let read = match read_file(&project_path) {
                 Ok(read) => read,
                 // An untrusted folder's broken file must not keep dsh from running there.

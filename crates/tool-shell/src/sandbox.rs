@@ -323,9 +323,7 @@ fn parse_gitlinks(bytes: &[u8]) -> Option<Vec<String>> {
                 // A varint of bytes to drop from the previous path, then the new suffix.
                 let mut strip: usize = 0;
                 loop {
-                    let Some(&byte) = bytes.get(at) else {
-                        return None;
-                    };
+                    let byte = *bytes.get(at)?;
                     at += 1;
                     strip = (strip << 7) | usize::from(byte & 0x7f);
                     if byte & 0x80 == 0 {

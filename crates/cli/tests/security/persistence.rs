@@ -186,7 +186,7 @@ async fn nested_repositories_and_submodules_carry_no_planted_config() {
                     "git init -q vendor/lib; {}",
                     plant("vendor/lib", &marker)
                 )),
-                bash(&format!("{}", plant(".", &marker))),
+                bash(&plant(".", &marker)),
             ],
         )
         .await;
