@@ -104,6 +104,7 @@ pub use sandbox::GIT_DIR_NAME;
 pub use sandbox::NetworkAccess;
 pub use sandbox::PROTECTED_PROJECT_DIRS;
 pub use sandbox::PROTECTED_PROJECT_FILES;
+pub use sandbox::SandboxLimits;
 pub use sandbox::SandboxMode;
 pub use terminal::ClientTerminals;
 pub use terminal::TerminalCommand;
