@@ -771,12 +771,24 @@ impl SessionHost {
                 state.core.model.attempt_timeout_secs,
             )
         };
-        let context = Arc::new(SessionContext::new(
+        // A resumed or forked session keeps the preset a client chose for it; its origin stays
+        // the client's, so a configuration reload does not move it either.
+        let chosen = match permissions {
+            None if resumed => crate::permission_choice::restored(&log),
+            _ => None,
+        };
+        let mut context = SessionContext::new(
             log.clone(),
             cwd.clone(),
             Some(self.inner.services.info.home.clone()),
-            permissions.unwrap_or_else(|| self.default_permissions()),
-        ));
+            chosen
+                .or(permissions)
+                .unwrap_or_else(|| self.default_permissions()),
+        );
+        if chosen.is_some() {
+            context = context.with_origin(PermissionsOrigin::Client);
+        }
+        let context = Arc::new(context);
         let config = AgentConfig {
             id: log.id().to_owned(),
             cwd: Some(cwd.to_string_lossy().into_owned()),

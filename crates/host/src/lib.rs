@@ -16,6 +16,7 @@ pub mod core;
 mod host;
 mod model;
 pub mod model_choice;
+mod permission_choice;
 mod permissions;
 mod redact;
 pub mod show;

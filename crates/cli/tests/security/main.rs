@@ -12,6 +12,7 @@ mod growth;
 mod kernel;
 mod key;
 mod limits;
+mod persistence;
 mod spawn;
 mod support;
 mod terminal;
