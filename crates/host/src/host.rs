@@ -248,6 +248,7 @@ impl Host {
             prompts,
             sessions: Arc::new(Sessions::default()),
             adapter: model.clone(),
+            presenters: Arc::new(dsh_plugin::transcript::EventPresenters::new()),
             startup: Arc::new(Startup::default()),
             info: HostInfo {
                 home: options.config.home.clone(),
@@ -887,6 +888,16 @@ impl SessionHost {
         let schemas = self.offered_tools(&agent);
         agent.dispose().await;
         schemas
+    }
+
+    /// How `agent`'s transcript is presented: its tools' cards (seen from its scope) and the
+    /// plugins' event presenters. Every front-end folds the log through this.
+    pub fn presentation(&self, agent: &AgentHandle) -> dsh_plugin::transcript::Presentation {
+        dsh_plugin::transcript::Presentation::new(
+            self.inner.services.tools.clone(),
+            agent.scope().clone(),
+            Some(self.inner.services.presenters.clone()),
+        )
     }
 
     /// The host's services (plugins' registries, the model adapter, host facts).
