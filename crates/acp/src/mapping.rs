@@ -50,6 +50,7 @@ struct ShownCall {
 /// until its result.
 pub(crate) struct Presenter {
     ctx: RenderContext,
+    presentation: Presentation,
     fold: Fold,
     calls: HashMap<String, ShownCall>,
     /// Calls running in a client terminal: their card shows it, and the result keeps it.
@@ -62,7 +63,8 @@ impl Presenter {
     pub(crate) fn new(ctx: RenderContext, presentation: Presentation) -> Self {
         Self {
             ctx,
-            fold: Fold::new(presentation),
+            presentation,
+            fold: Fold::new(),
             calls: HashMap::new(),
             client_terminals: HashMap::new(),
             images: None,
@@ -131,7 +133,7 @@ impl Presenter {
     /// live client already shows.
     pub(crate) fn map(&mut self, event: &Event, replay: bool) -> Vec<SessionUpdate> {
         let mut updates = Vec::new();
-        for item in self.fold.apply(event) {
+        for item in self.fold.apply(&self.presentation, event) {
             self.render(item, replay, &mut updates);
         }
         updates

@@ -258,6 +258,8 @@ impl Host {
             },
         });
         root.provide(services.clone())?;
+        // Front-ends reach the presenters from any session's scope, like the other registries.
+        root.provide(services.presenters.clone())?;
         let store = options
             .store
             .unwrap_or_else(|| Arc::new(JsonlStore::new(options.config.home.clone())));

@@ -40,28 +40,23 @@ pub const CORE_KINDS: [&str; 9] = [
 /// A session's transcript fold. Feed it committed events in order, from the live stream or a
 /// stored log: the same events give the same items. An event at or below the last folded seq
 /// is skipped, so a subscription opened before a replay may overlap it.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fold {
-    presentation: Presentation,
     /// Calls without a result yet: a result's card needs the call's name and arguments.
     calls: HashMap<String, CallRef>,
     last_seq: Option<u64>,
 }
 
 impl Fold {
-    pub fn new(presentation: Presentation) -> Self {
-        Self {
-            presentation,
-            calls: HashMap::new(),
-            last_seq: None,
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// A fold that resumes after `cursor` (the seq of the last item a client has).
-    pub fn after(presentation: Presentation, cursor: u64) -> Self {
+    pub fn after(cursor: u64) -> Self {
         Self {
             last_seq: Some(cursor),
-            ..Self::new(presentation)
+            ..Self::default()
         }
     }
 
@@ -70,33 +65,34 @@ impl Fold {
         self.last_seq
     }
 
-    /// Where cards and plugin items come from.
-    pub fn presentation(&self) -> &Presentation {
-        &self.presentation
-    }
-
     /// The items of a whole log, in order.
     pub fn items_of<'a>(
-        presentation: Presentation,
+        presentation: &Presentation,
         events: impl IntoIterator<Item = &'a Arc<Event>>,
     ) -> Vec<TranscriptItem> {
-        let mut fold = Self::new(presentation);
+        let mut fold = Self::new();
         let mut items = Vec::new();
         for event in events {
-            fold.apply_into(event, &mut items);
+            fold.apply_into(presentation, event, &mut items);
         }
         items
     }
 
-    /// The items one committed event yields.
-    pub fn apply(&mut self, event: &Event) -> Vec<TranscriptItem> {
+    /// The items one committed event yields; `presentation` gives the tools' cards and the
+    /// plugins' items.
+    pub fn apply(&mut self, presentation: &Presentation, event: &Event) -> Vec<TranscriptItem> {
         let mut out = Vec::new();
-        self.apply_into(event, &mut out);
+        self.apply_into(presentation, event, &mut out);
         out
     }
 
     /// [`Fold::apply`], appending to `out`.
-    pub fn apply_into(&mut self, event: &Event, out: &mut Vec<TranscriptItem>) {
+    pub fn apply_into(
+        &mut self,
+        presentation: &Presentation,
+        event: &Event,
+        out: &mut Vec<TranscriptItem>,
+    ) {
         if self.last_seq.is_some_and(|last| event.seq <= last) {
             return;
         }
@@ -158,7 +154,7 @@ impl Fold {
                     return;
                 };
                 let arguments = Arc::new(parse_arguments(&call.arguments));
-                let card = self.presentation.call_card(&call.name, &arguments);
+                let card = presentation.call_card(&call.name, &arguments);
                 self.calls.insert(
                     call.call_id.clone(),
                     CallRef {
@@ -182,7 +178,7 @@ impl Fold {
                 let Some(Ok(result)) = event.decode::<data::ToolResult>() else {
                     return;
                 };
-                let Some(item) = self.result(result) else {
+                let Some(item) = self.result(presentation, result) else {
                     return;
                 };
                 push(Item::ToolResult(item));
@@ -203,14 +199,18 @@ impl Fold {
                 }
             }
             _ => {
-                for item in self.presentation.present(event) {
+                for item in presentation.present(event) {
                     push(item);
                 }
             }
         }
     }
 
-    fn result(&mut self, result: data::ToolResult) -> Option<ToolResultItem> {
+    fn result(
+        &mut self,
+        presentation: &Presentation,
+        result: data::ToolResult,
+    ) -> Option<ToolResultItem> {
         let (call_id, content, is_error) =
             result
                 .message
@@ -230,10 +230,9 @@ impl Fold {
             meta: result.meta,
         };
         let call = self.calls.remove(&call_id);
-        let card = call.as_ref().and_then(|call| {
-            self.presentation
-                .result_card(&call.name, &call.arguments, &view)
-        });
+        let card = call
+            .as_ref()
+            .and_then(|call| presentation.result_card(&call.name, &call.arguments, &view));
         Some(ToolResultItem {
             call_id,
             call,
