@@ -250,6 +250,7 @@ impl Host {
             prompts,
             sessions: Arc::new(Sessions::default()),
             adapter: model.clone(),
+            presenters: Arc::new(dsh_plugin::transcript::EventPresenters::new()),
             startup: Arc::new(Startup::default()),
             info: HostInfo {
                 home: options.config.home.clone(),
@@ -259,6 +260,8 @@ impl Host {
             },
         });
         root.provide(services.clone())?;
+        // Front-ends reach the presenters from any session's scope, like the other registries.
+        root.provide(services.presenters.clone())?;
         let store = options
             .store
             .unwrap_or_else(|| Arc::new(JsonlStore::new(options.config.home.clone())));
@@ -936,6 +939,16 @@ impl SessionHost {
         let schemas = self.offered_tools(&agent);
         agent.dispose().await;
         schemas
+    }
+
+    /// How `agent`'s transcript is presented: its tools' cards (seen from its scope) and the
+    /// plugins' event presenters. Every front-end folds the log through this.
+    pub fn presentation(&self, agent: &AgentHandle) -> dsh_plugin::transcript::Presentation {
+        dsh_plugin::transcript::Presentation::new(
+            self.inner.services.tools.clone(),
+            agent.scope().clone(),
+            Some(self.inner.services.presenters.clone()),
+        )
     }
 
     /// The host's services (plugins' registries, the model adapter, host facts).

@@ -45,6 +45,7 @@ pub use card::ToolResultView;
 pub use card::WebSource;
 pub use card::WebView;
 pub use card::call_card;
+pub use card::parse_arguments;
 pub use card::result_card;
 pub use definition::FinalizeFn;
 pub use definition::Tool;
