@@ -101,7 +101,7 @@ pub struct ShellProcess {
 /// session; without one, under the process guard when the process has one (see
 /// [`crate::guard`]), else as the leader of a new process group. With a `tap`, both pipes are
 /// mirrored to it live.
-pub(crate) fn spawn_shell(
+pub fn spawn_shell(
     command: &str,
     cwd: &Path,
     env: &[(String, String)],
