@@ -12,14 +12,19 @@
 //! Must not depend on: a tool crate, the host, a front-end.
 
 pub mod capture;
+mod command;
 pub mod error;
 pub mod guard;
+pub mod piped;
 pub mod process;
 pub mod sandbox;
 
 pub use capture::Capture;
 pub use capture::CaptureConfig;
 pub use capture::OutputTap;
+pub use command::ChildEnv;
+pub use command::command;
+pub use command::std_command;
 pub use error::ShellError;
 pub use process::kill_all;
 pub use process::kill_group;

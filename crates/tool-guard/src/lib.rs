@@ -106,6 +106,11 @@ fn guard(args: Vec<OsString>) -> io::Result<()> {
     // Fails only if we already lead a process group; dsh never starts us as one.
     let _ = rustix::process::setsid();
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    // The guard runs the command dsh handed it, in the environment dsh already filtered.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the guard execs what dsh gave it"
+    )]
     let mut command = std::process::Command::new(&program);
     command.args(args).stdin(Stdio::null()).process_group(0);
     let child = command.spawn();
