@@ -3,6 +3,7 @@
 //! way out that existed; see `docs/security.md` for what each mode promises.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod children;
 mod escapes;
 mod faults;
 mod key;
