@@ -180,6 +180,15 @@ fn main() -> ExitCode {
     if let Some(code) = dsh_tool_guard::run_if_invoked() {
         return code;
     }
+    take_credentials_from_environment();
+    // Non-dumpable: a tool command of the same user cannot read dsh's memory or environment
+    // through /proc, nor attach to it (only a caller with CAP_SYS_PTRACE, such as root, can);
+    // no core dump holds the key. Exec resets it, so children are ordinary processes.
+    if let Err(error) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        note!("dsh: warning: cannot make the process non-dumpable: {error}");
+    }
     let cli = Cli::parse();
     if cli.command.is_some() && (cli.cwd.is_some() || cli.model.is_some()) {
         use clap::CommandFactory;
@@ -243,6 +252,57 @@ fn main() -> ExitCode {
         Err(error) => {
             note!("dsh: {error:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Moves every credential-like variable (the provider key among them) out of the process
+/// environment into `dsh-secrets`' private store, and overwrites its value where the kernel
+/// shows the environment (`/proc/<pid>/environ` reads the strings the process started with,
+/// which removing a variable leaves in place). Runs first in `main`: no other thread exists
+/// yet, which is what makes changing the environment sound.
+#[allow(unsafe_code)]
+fn take_credentials_from_environment() {
+    let taken = dsh_secrets::credential_vars();
+    if taken.is_empty() {
+        return;
+    }
+    wipe_initial_values(&taken);
+    for (name, _) in &taken {
+        // SAFETY: single-threaded at this point (first statement of `main` after the guard
+        // check, which does not return here), so no other thread reads the environment.
+        unsafe { std::env::remove_var(name) };
+    }
+    dsh_secrets::keep_taken(taken);
+}
+
+/// Zeroes the value bytes of each `taken` variable in the C environment's strings.
+#[allow(unsafe_code)]
+fn wipe_initial_values(taken: &[(String, String)]) {
+    unsafe extern "C" {
+        static environ: *const *mut std::ffi::c_char;
+    }
+    // SAFETY: single-threaded (see the caller). `environ` is the C library's NULL-terminated
+    // array of NUL-terminated `NAME=value` strings, all writable (the initial stack, or the
+    // heap for a variable set since); each write stays inside one string's own bytes and keeps
+    // its length (the terminating NUL is untouched), so every pointer stays valid.
+    unsafe {
+        let mut entry = environ;
+        if entry.is_null() {
+            return;
+        }
+        while !(*entry).is_null() {
+            let text = *entry;
+            let bytes = std::ffi::CStr::from_ptr(text).to_bytes();
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=')
+                && taken
+                    .iter()
+                    .any(|(name, _)| name.as_bytes() == &bytes[..eq])
+            {
+                let value_len = bytes.len() - eq - 1;
+                std::ptr::write_bytes(text.add(eq + 1), 0, value_len);
+            }
+            entry = entry.add(1);
         }
     }
 }

@@ -2,6 +2,12 @@
 //! (`dsh exec … | head -1`): a failed write is dropped, and a closed stream stays closed for
 //! the rest of the run. `println!`/`eprintln!` would panic there, and a panic inside a log call
 //! can leave a lock held and the process hung.
+//!
+//! Everything written here passes [`dsh_secrets::terminal_safe`]: what dsh prints came, in
+//! part, from a model, a tool, a file or a log, and a terminal would obey an escape sequence in
+//! it (OSC 52 sets the clipboard). It is applied whether the stream is a terminal or a pipe (a
+//! pipe usually ends in one: `| less -R`, `| tee`); JSON lines stay valid JSON with the same
+//! values, so a program that needs the exact text reads `--output json` or `stream-json`.
 
 use std::io::IsTerminal;
 use std::io::Write;
@@ -15,16 +21,24 @@ pub fn stderr(text: std::fmt::Arguments<'_>) {
     if STDERR_CLOSED.load(Ordering::Relaxed) {
         return;
     }
+    let text = text.to_string();
+    let safe = dsh_secrets::terminal_safe(&text);
     let mut err = std::io::stderr().lock();
-    if err.write_fmt(text).and_then(|()| err.flush()).is_err() {
+    if err
+        .write_all(safe.as_bytes())
+        .and_then(|()| err.flush())
+        .is_err()
+    {
         STDERR_CLOSED.store(true, Ordering::Relaxed);
     }
 }
 
 /// Writes `text` to stdout; `Err` only for a failure other than a closed reader.
 pub fn stdout(text: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    let text = text.to_string();
+    let safe = dsh_secrets::terminal_safe(&text);
     let mut out = std::io::stdout().lock();
-    match out.write_fmt(text).and_then(|()| out.flush()) {
+    match out.write_all(safe.as_bytes()).and_then(|()| out.flush()) {
         Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }
@@ -63,8 +77,9 @@ impl Write for QuietStderr {
 pub fn io() -> dsh_headless::Io {
     dsh_headless::Io {
         stdout: std::sync::Arc::new(|line: &str| {
+            let safe = dsh_secrets::terminal_safe(line);
             let mut out = std::io::stdout().lock();
-            writeln!(out, "{line}").and_then(|()| out.flush())
+            writeln!(out, "{safe}").and_then(|()| out.flush())
         }),
         stderr: std::sync::Arc::new(|line: &str| stderr(format_args!("{line}\n"))),
     }

@@ -30,7 +30,8 @@ pub fn show(id: &str, json: bool) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     if json {
         for line in sessions::json_lines(&loaded) {
-            if writeln!(out, "{line}").is_err() {
+            // Event lines are JSON: the escapes keep them valid and their values exact.
+            if writeln!(out, "{}", dsh_secrets::terminal_safe(&line)).is_err() {
                 break;
             }
         }

@@ -998,7 +998,7 @@ impl SessionHost {
 
     /// Whether [`SessionHost::api_key_env`] holds a key now.
     pub fn has_api_key(&self) -> bool {
-        std::env::var(self.api_key_env()).is_ok_and(|key| !key.trim().is_empty())
+        dsh_secrets::var(&self.api_key_env()).is_some_and(|key| !key.trim().is_empty())
     }
 
     /// What `/model` (TUI) and the `model` config option (ACP) offer: the built-in adapter's

@@ -118,7 +118,8 @@ pub fn build(settings: &ModelSettings, root: &Scope) -> Result<Arc<dyn ModelAdap
         attachments: Some(Arc::new(LateResolver(root.clone()))),
     };
     let env = |name: &str| {
-        let value = std::env::var(name).ok();
+        // Credential-like variables were taken out of the process environment at start-up.
+        let value = dsh_secrets::var(name);
         // The key never reaches a child process or a tool result (see `dsh-secrets`).
         if name.contains("KEY")
             && let Some(key) = value.as_deref().filter(|key| !key.trim().is_empty())

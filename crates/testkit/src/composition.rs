@@ -94,6 +94,11 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             .iter()
             .any(|file| words.iter().any(|word| file.contains(word)))
     };
+    if features.contains(&"web-fetch") {
+        // The recorded fetches go to the scenario's own loopback fixture servers, which
+        // `web_fetch` reaches only when the person allows them.
+        toml.push_str("[plugins.web]\nallow_hosts = [\"127.0.0.1\"]\n\n");
+    }
     if features.contains(&"pty") || overlay(&["terminal", "pty"]) {
         toml.push_str("[plugins.terminal]\nenabled = true\n\n");
     }

@@ -283,21 +283,35 @@ fn proc_refusal(path: &Path) -> Option<&'static str> {
         });
     let first = parts.next()?;
     let rest: Vec<&str> = parts.collect();
-    let own = std::process::id().to_string();
     let pid_dir = first == "self" || first == "thread-self" || first.parse::<u32>().is_ok();
     if !pid_dir {
         return None;
     }
-    if first == "self" || first == "thread-self" || first == own {
+    if first == "self" || first == "thread-self" || is_own_task(first) {
         return Some("it is part of dsh's own process");
     }
     let rest = match rest.as_slice() {
+        ["task", tid, ..] if is_own_task(tid) => return Some("it is part of dsh's own process"),
         ["task", _tid, tail @ ..] => tail,
         tail => tail,
     };
     rest.first()
         .filter(|name| PROC_SECRETS.contains(name))
         .map(|_| "a process's environment, memory and open files hold secrets")
+}
+
+/// Whether `id` (a `/proc` entry's name) is dsh's process or one of its threads: every thread
+/// id is also a `/proc/<tid>` entry (hidden from listings, open to a path) with the whole
+/// process behind it. A thread that is not running at the check cannot be opened either.
+fn is_own_task(id: &str) -> bool {
+    if id.parse::<u32>().is_err() {
+        return false;
+    }
+    id == std::process::id().to_string()
+        || Path::new("/proc/self/task")
+            .join(id)
+            .symlink_metadata()
+            .is_ok()
 }
 
 const SECRET_SCAN_ENTRIES: usize = 4096;

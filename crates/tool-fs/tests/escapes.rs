@@ -77,6 +77,59 @@ async fn process_environments_and_memory_are_never_read() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_is_refused_through_any_of_its_thread_ids() {
+    // A thread of this process (standing in for one of dsh's) that lives for the whole test.
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let (told, tid) = std::sync::mpsc::channel::<String>();
+    let keeper = std::thread::spawn(move || {
+        let link = std::fs::read_link("/proc/thread-self").unwrap();
+        told.send(link.file_name().unwrap().to_string_lossy().into_owned())
+            .unwrap();
+        stopped.recv()
+    });
+    let tids = vec![tid.recv().unwrap()];
+    assert_ne!(tids[0], std::process::id().to_string());
+    let pid = std::process::id();
+    let ws = tempfile::tempdir().unwrap();
+    for mode in [
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::DangerFullAccess,
+    ] {
+        let ctx = FsContext::new(ws.path(), FilePolicy::new(mode, ws.path()));
+        for tid in &tids {
+            for path in [
+                format!("/proc/{tid}/status"),
+                format!("/proc/{tid}/maps"),
+                format!("/proc/{tid}/fd/0"),
+                format!("/proc/{tid}/cmdline"),
+                format!("/proc/{tid}/root/etc/hostname"),
+                format!("/proc/{tid}/cwd"),
+                format!("/proc/{pid}/task/{tid}/maps"),
+                format!("/proc/{pid}/task/{tid}/status"),
+                format!("/proc/1/task/{tid}/status"),
+            ] {
+                let result = read_text(&ctx, &path).await;
+                let shown = format!("{result:?}");
+                assert!(refused(result), "{mode:?} {path}: {shown}");
+            }
+            let listed = grep_in(&ctx, "Name", &format!("/proc/{tid}")).await;
+            assert!(refused(listed), "{mode:?} grep /proc/{tid}");
+        }
+        // Symlinks in /proc that lead to dsh's own entry.
+        for path in ["/proc/net/dev", "/proc/mounts", "/proc/self/maps"] {
+            let result = read_text(&ctx, path).await;
+            let shown = format!("{result:?}");
+            assert!(refused(result), "{mode:?} {path}: {shown}");
+        }
+        // Another process's harmless files stay readable.
+        assert!(read_text(&ctx, "/proc/1/status").await.is_ok());
+    }
+    stop.send(()).unwrap();
+    keeper.join().unwrap().unwrap();
+}
+
 struct Home {
     _dir: tempfile::TempDir,
     dsh_home: PathBuf,

@@ -1,5 +1,8 @@
 //! The default HTTP provider (`web-fetch-http`): one GET with same-origin redirects, a byte cap
-//! on the body stream, content-type dispatch and the decoded-text cap.
+//! on the body stream, content-type dispatch and the decoded-text cap. Only public addresses
+//! are connected to unless the [`AddressPolicy`] allows more (see [`crate::address`]); the
+//! environment's proxy settings are not used, since a proxy would connect on dsh's behalf to
+//! addresses this process never checked.
 
 use std::sync::Arc;
 
@@ -8,6 +11,9 @@ use reqwest::Url;
 use reqwest::redirect::Policy;
 use tokio::sync::OnceCell;
 
+use crate::address::AddressPolicy;
+use crate::address::CheckedResolver;
+use crate::address::Refused;
 use crate::markdown::html_to_markdown;
 
 /// Bytes read from a body stream before it is cut.
@@ -42,6 +48,8 @@ pub enum FetchError {
     TooLarge,
     #[error("redirect to {0} was not followed: redirects must stay on the same origin")]
     CrossOriginRedirect(String),
+    #[error(transparent)]
+    Refused(#[from] Refused),
     #[error("fetch failed: {0}")]
     Http(String),
 }
@@ -53,12 +61,21 @@ pub enum FetchError {
 #[derive(Debug, Clone, Default)]
 pub struct Fetcher {
     client: Arc<OnceCell<reqwest::Client>>,
+    policy: Arc<AddressPolicy>,
 }
 
 impl Fetcher {
-    /// A fetcher whose client is not built yet (cheap; does no I/O).
+    /// A fetcher of public addresses whose client is not built yet (cheap; does no I/O).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fetcher under `policy` (which addresses besides public ones it may reach).
+    pub fn with_policy(policy: AddressPolicy) -> Self {
+        Self {
+            client: Arc::default(),
+            policy: Arc::new(policy),
+        }
     }
 
     /// Whether the HTTP client has been built (it is, from the first fetch on).
@@ -67,10 +84,11 @@ impl Fetcher {
     }
 
     async fn client(&self) -> Result<&reqwest::Client, FetchError> {
+        let policy = self.policy.clone();
         self.client
             .get_or_try_init(|| async {
                 // Reading the certificate store is blocking file I/O: keep it off the workers.
-                tokio::task::spawn_blocking(build_client)
+                tokio::task::spawn_blocking(move || build_client(policy))
                     .await
                     .map_err(|e| FetchError::Http(e.to_string()))?
             })
@@ -88,13 +106,18 @@ impl Fetcher {
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(FetchError::Scheme(parsed.scheme().to_owned()));
         }
-        let response = self
-            .client()
-            .await?
-            .get(parsed)
-            .send()
-            .await
-            .map_err(|e| FetchError::Http(error_chain(&e)))?;
+        // A name is checked when the client resolves it; an IP literal is never resolved.
+        self.policy.check_host(parsed.host_str().unwrap_or(""))?;
+        let response =
+            self.client()
+                .await?
+                .get(parsed)
+                .send()
+                .await
+                .map_err(|e| match refusal_in(&e) {
+                    Some(refused) => FetchError::Refused(refused),
+                    None => FetchError::Http(error_chain(&e)),
+                })?;
         let status = response.status();
         if status.is_redirection() {
             let location = response
@@ -145,14 +168,17 @@ impl Fetcher {
     }
 }
 
-fn redirect_policy() -> Policy {
-    Policy::custom(|attempt| {
+fn redirect_policy(policy: Arc<AddressPolicy>) -> Policy {
+    Policy::custom(move |attempt| {
         let same_origin = attempt
             .previous()
             .first()
             .is_some_and(|first| first.origin() == attempt.url().origin());
+        let refused = policy.check_host(attempt.url().host_str().unwrap_or(""));
         if attempt.previous().len() > MAX_REDIRECTS {
             attempt.error("too many redirects")
+        } else if let Err(refused) = refused {
+            attempt.error(refused)
         } else if same_origin {
             attempt.follow()
         } else {
@@ -161,10 +187,14 @@ fn redirect_policy() -> Policy {
     })
 }
 
-fn build_client() -> Result<reqwest::Client, FetchError> {
+fn build_client(policy: Arc<AddressPolicy>) -> Result<reqwest::Client, FetchError> {
     let builder = || {
         reqwest::Client::builder()
-            .redirect(redirect_policy())
+            .redirect(redirect_policy(policy.clone()))
+            .dns_resolver(CheckedResolver {
+                policy: policy.clone(),
+            })
+            .no_proxy()
             .user_agent(concat!("dsh-web-fetch/", env!("CARGO_PKG_VERSION")))
     };
     // Without any usable root certificate the default build fails; plain http:// must still
@@ -232,6 +262,18 @@ async fn read_capped(response: reqwest::Response) -> Result<(Vec<u8>, bool), Fet
         body.extend_from_slice(&chunk);
     }
     Ok((body, false))
+}
+
+/// The address refusal behind a failed request (from the resolver or a redirect hop).
+fn refusal_in(error: &(dyn std::error::Error + 'static)) -> Option<Refused> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(refused) = error.downcast_ref::<Refused>() {
+            return Some(refused.clone());
+        }
+        current = error.source();
+    }
+    None
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

@@ -6,6 +6,7 @@
 //! that follows turndown's defaults plus GFM tables, because the converted text is model-facing.
 //! Must not depend on: other capability crates, the host, a front-end.
 
+mod address;
 mod fetch;
 mod html;
 mod markdown;
@@ -26,6 +27,9 @@ use dsh_tools::ToolRun;
 use serde_json::Value;
 use serde_json::json;
 
+pub use address::AddressPolicy;
+pub use address::Refused;
+pub use address::non_public_kind;
 pub use fetch::FetchError;
 pub use fetch::Fetched;
 pub use fetch::Fetcher;
@@ -172,8 +176,12 @@ pub enum WebRegisterError {
 
 /// Registers `web_fetch` in `scope`'s layer with the default HTTP provider (whose client is
 /// built on the first call).
-pub fn register(registry: &ToolRegistry, scope: &Scope) -> Result<Disposer, WebRegisterError> {
-    Ok(registry.register(scope, definition(Fetcher::new())?)?)
+pub fn register(
+    registry: &ToolRegistry,
+    scope: &Scope,
+    policy: AddressPolicy,
+) -> Result<Disposer, WebRegisterError> {
+    Ok(registry.register(scope, definition(Fetcher::with_policy(policy))?)?)
 }
 
 #[cfg(test)]

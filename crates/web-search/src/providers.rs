@@ -66,7 +66,7 @@ impl Secret {
         self.0
             .clone()
             .filter(|k| !k.trim().is_empty())
-            .or_else(|| std::env::var(env).ok().filter(|k| !k.trim().is_empty()))
+            .or_else(|| dsh_secrets::var(env).filter(|k| !k.trim().is_empty()))
     }
 }
 

@@ -145,3 +145,48 @@ async fn no_tool_command_can_type_into_the_users_terminal() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_tools_refuse_dsh_through_its_thread_ids() {
+    // Unconfined, bash can name dsh's threads; it plants symlinks to them in the workspace
+    // for the file tools (which run inside dsh) to follow.
+    let plant = || {
+        bash(
+            "g=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f2); d=$(sed 's/.*) //' /proc/$g/stat | cut -d' ' -f2); \
+         t=$(ls /proc/$d/task | grep -vx \"$d\" | head -1); \
+         ln -s /proc/$t/status tid-status; ln -s /proc/$t/maps tid-maps; ln -s /proc/$t tid-dir; \
+         ln -s /proc/$d/task/$t/status task-status; echo planted $d $t",
+        )
+    };
+    let reads = [
+        ("read", "tid-status"),
+        ("read", "tid-maps"),
+        ("read", "task-status"),
+        ("read", "tid-dir/cmdline"),
+    ];
+    for user in User::all() {
+        let case = Case::new(user);
+        let mut calls = vec![plant()];
+        for (tool, path) in reads {
+            calls.push(super::support::Call {
+                tool,
+                args: serde_json::json!({"file_path": path}),
+            });
+        }
+        calls.push(super::support::Call {
+            tool: "grep",
+            args: serde_json::json!({"pattern": "Tgid", "path": "tid-dir"}),
+        });
+        let (out, results) = exec(&case, "danger-full-access", &calls).await;
+        assert!(out.status.success(), "{user:?}: {out:?}");
+        assert!(results[0].contains("planted"), "{user:?}: {results:?}");
+        for (index, result) in results.iter().enumerate().skip(1) {
+            assert!(
+                result.contains("is refused in every mode")
+                    && result.contains("dsh's own process")
+                    && !result.contains("Tgid"),
+                "{user:?} call {index}: {result}"
+            );
+        }
+    }
+}

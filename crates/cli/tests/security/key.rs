@@ -10,6 +10,9 @@ use super::support::exec;
 
 const KEY: &str = "sk-replay-secret-key-0123456789";
 
+/// What the redaction writes in place of a secret.
+const REDACTED: &str = "[redacted secret]";
+
 fn tool(tool: &'static str, args: serde_json::Value) -> Call {
     Call { tool, args }
 }
@@ -69,14 +72,14 @@ async fn no_tool_result_carries_the_key() {
                 );
             }
             assert!(results[4].contains("probed"), "{results:?}");
-            if mode == "danger-full-access" {
-                // Unconfined, bash can read dsh's environment: the result is redacted.
-                assert!(
-                    results[4].contains("DEEPSEEK_API_KEY=[redacted secret]"),
-                    "{user:?}: {}",
-                    results[4]
-                );
-            }
+            // Unconfined, bash can name dsh's pid, but the key is no longer in dsh's
+            // environment (as root the name is left with an empty value; an ordinary user may
+            // not read it at all): there is nothing to redact.
+            assert!(
+                !results[4].contains(REDACTED),
+                "{user:?} {mode}: {}",
+                results[4]
+            );
             let stored = all_text(&case.home_path().join("sessions"));
             assert!(!stored.is_empty());
             assert!(
@@ -141,4 +144,88 @@ async fn session_logs_and_their_folders_are_private() {
         }
     }
     assert_eq!(found, 1);
+}
+
+/// Every way the key can show up that a literal match misses: reversed, and base64 at each of
+/// the three byte alignments it can have inside a larger encoded text.
+fn disguised_keys() -> Vec<String> {
+    let mut forms = vec![KEY.chars().rev().collect::<String>()];
+    for offset in 0..3 {
+        let mut bytes = vec![b'x'; offset];
+        bytes.extend_from_slice(KEY.as_bytes());
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &bytes);
+        // The characters fixed by the key's bytes alone.
+        forms.push(encoded[4..encoded.len() - 4].to_owned());
+    }
+    forms
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_transform_of_any_ancestors_environment_carries_the_key() {
+    // Every ancestor of the command up to init: the guard, dsh, whatever started dsh.
+    let walk = |body: &str| {
+        format!(
+            "p=$$; while [ \"$p\" -gt 1 ] 2>/dev/null; do {body}; p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2); done; echo walked"
+        )
+    };
+    let calls = [
+        bash(&walk("base64 -w0 /proc/$p/environ 2>/dev/null; echo")),
+        bash(&walk("tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | rev")),
+        bash(&walk(
+            "tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -a DEEPSEEK_API_KEY | od -An -c | tr -d ' \\n'; echo",
+        )),
+    ];
+    for user in User::all() {
+        for mode in ["read-only", "workspace-write", "danger-full-access"] {
+            let case = Case::new(user);
+            let (out, results) = exec(&case, mode, &calls).await;
+            assert!(out.status.success(), "{user:?} {mode}: {out:?}");
+            assert_eq!(results.len(), 3, "{user:?} {mode}: {results:?}");
+            let stored = all_text(&case.home_path().join("sessions"));
+            for (index, result) in results.iter().enumerate() {
+                assert!(
+                    result.contains("walked"),
+                    "{user:?} {mode} {index}: {result}"
+                );
+                for form in disguised_keys() {
+                    assert!(
+                        !result.contains(&form) && !stored.contains(&form),
+                        "{user:?} {mode} call {index}: the key as {form:?} in {result}"
+                    );
+                }
+                // `od -c` spells it one character at a time.
+                let spelled: String = KEY.chars().map(|c| c.to_string()).collect();
+                assert!(
+                    !result.contains(&spelled[..20]),
+                    "{user:?} {mode}: {result}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dsh_is_not_dumpable() {
+    // Unconfined, the command can name dsh's pid: its memory and environment are the
+    // process's own unless the caller may ptrace it (root may: see docs/security.md).
+    let probe = || {
+        bash(
+            "g=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f2); d=$(sed 's/.*) //' /proc/$g/stat | cut -d' ' -f2); \
+         grep -a -c . /proc/$d/environ 2>&1 | head -1; \
+         head -c 1 /proc/$d/mem 2>&1 | head -1; stat -c 'owner=%u' /proc/$d/status",
+        )
+    };
+    for user in User::all() {
+        let case = Case::new(user);
+        let (out, results) = exec(&case, "danger-full-access", &[probe()]).await;
+        assert!(out.status.success(), "{user:?}: {out:?}");
+        // A non-dumpable process's /proc files belong to root.
+        assert!(results[0].contains("owner=0"), "{user:?}: {results:?}");
+        if user != User::Current || !rustix::process::geteuid().is_root() {
+            assert!(
+                results[0].matches("Permission denied").count() >= 1,
+                "{user:?}: {results:?}"
+            );
+        }
+    }
 }

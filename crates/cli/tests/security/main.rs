@@ -9,4 +9,6 @@ mod faults;
 mod key;
 mod spawn;
 mod support;
+mod terminal;
 mod trust;
+mod web;

@@ -69,6 +69,11 @@ impl Pty {
         }
     }
 
+    /// Every byte the program wrote to the terminal so far.
+    pub fn raw(&self) -> Vec<u8> {
+        self.raw.lock().unwrap().clone()
+    }
+
     pub fn contents(&self) -> String {
         self.screen.lock().unwrap().screen().contents()
     }
