@@ -128,7 +128,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         last_message: args.output_last_message,
         progress: crate::out::stderr_is_terminal(),
     };
-    crate::host::runtime()?.block_on(async move {
+    crate::host::block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
         let io = crate::out::io();
         let target = match (args.resume, args.continue_last, args.fork) {
@@ -138,5 +138,5 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             (None, false, None) => Target::New,
         };
         Ok(dsh_headless::exec::main(&host, &cwd, &target, run, &io).await?)
-    })
+    })?
 }

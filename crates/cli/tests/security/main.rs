@@ -3,10 +3,16 @@
 //! way out that existed; see `docs/security.md` for what each mode promises.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod areas;
+mod blocking;
 mod children;
+mod durable;
 mod escapes;
 mod faults;
+mod growth;
+mod kernel;
 mod key;
+mod limits;
 mod spawn;
 mod support;
 mod terminal;
