@@ -5,6 +5,7 @@
 
 mod areas;
 mod blocking;
+mod children;
 mod durable;
 mod escapes;
 mod faults;

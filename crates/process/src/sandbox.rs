@@ -24,17 +24,7 @@ pub use dsh_tools::NetworkAccess;
 pub use dsh_tools::SandboxLimits;
 pub use dsh_tools::SandboxMode;
 
-use crate::bash::SandboxPermissions;
 use crate::error::ShellError;
-
-impl From<SandboxPermissions> for SandboxMode {
-    fn from(value: SandboxPermissions) -> Self {
-        match value {
-            SandboxPermissions::WorkspaceWrite => Self::WorkspaceWrite,
-            SandboxPermissions::DangerFullAccess => Self::DangerFullAccess,
-        }
-    }
-}
 
 /// The bubblewrap program the confining executor launches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +58,7 @@ impl SandboxRunner {
     }
 
     /// How to launch `bash -c` under `policy`; `None` runs unconfined.
-    pub(crate) fn launch(&self, policy: &SandboxPolicy, cwd: &Path) -> Option<Launch> {
+    pub fn launch(&self, policy: &SandboxPolicy, cwd: &Path) -> Option<Launch> {
         if policy.mode == SandboxMode::DangerFullAccess {
             return None;
         }
@@ -518,14 +508,14 @@ fn control_sockets() -> Vec<PathBuf> {
 }
 
 /// Drops the cached scan (a masked socket vanished under a launch).
-pub(crate) fn forget_sockets() {
+pub fn forget_sockets() {
     *SOCKET_CACHE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
 /// Whether a runner failure is a socket mask whose target vanished during the launch.
-pub(crate) fn is_vanished_mask(line: &str) -> bool {
+pub fn is_vanished_mask(line: &str) -> bool {
     line.strip_prefix("bwrap: Can't create file at ")
         .and_then(|rest| rest.split(": ").next())
         .is_some_and(|path| {
@@ -582,7 +572,7 @@ fn scan_sockets(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<Path
 
 /// A wrapper program and its arguments, placed before `bash -c <command>`.
 #[derive(Debug, Clone)]
-pub(crate) struct Launch {
+pub struct Launch {
     pub program: PathBuf,
     pub args: Vec<OsString>,
 }
@@ -667,7 +657,7 @@ impl SandboxPolicy {
         }
     }
 
-    pub(crate) fn launch(&self, cwd: &Path) -> Option<Launch> {
+    pub fn launch(&self, cwd: &Path) -> Option<Launch> {
         self.runner.launch(self, cwd)
     }
 
