@@ -98,7 +98,7 @@ pub async fn run(
             return Err(FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": binary file")));
         }
         // The editor's buffer (unsaved changes included) is what gets edited, when it has one.
-        let raw = match crate::editor::read_text(&ctx, &real) {
+        let raw = match crate::editor::read_text(&ctx, &real)? {
             Some(text) => text,
             None => String::from_utf8(bytes)
                 .map_err(|_| FsError::coded(codes::FS_NOT_TEXT, format!("cannot edit \"{p}\": invalid UTF-8 text")))?,

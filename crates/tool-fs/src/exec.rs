@@ -8,7 +8,8 @@
 //! not a `spawn_blocking` task), and the process exit takes it down. The number of threads
 //! still running is bounded; past the bound a call is refused at once instead of adding one.
 //! The deadline is a tokio timer: the runtime the tools run on must have its time driver
-//! (every dsh runtime enables it).
+//! (every dsh runtime enables it). The thread enters that runtime's context so a body can wait
+//! on the client's editor over ACP (`crate::editor`); that wait has the same deadline.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
@@ -79,10 +80,14 @@ where
         ));
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
+    // The body may wait on the client's editor (`crate::editor`), a round trip driven on this
+    // runtime: the thread enters its context as a `spawn_blocking` thread would have.
+    let runtime = tokio::runtime::Handle::current();
     let spawned = std::thread::Builder::new()
         .name("dsh-fs-io".to_owned())
         .spawn(move || {
             let _running = running;
+            let _runtime = runtime.enter();
             let _ = tx.send(body());
         });
     if let Err(err) = spawned {

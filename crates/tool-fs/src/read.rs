@@ -240,7 +240,7 @@ fn read_window(
             text: line,
         });
     };
-    match crate::editor::read_text(ctx, &real) {
+    match crate::editor::read_text(ctx, &real)? {
         Some(text) => scan_text(&text, cancel, visit)?,
         None => scan_lines(file, &p, cancel, visit)?,
     }

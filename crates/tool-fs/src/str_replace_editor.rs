@@ -147,7 +147,7 @@ fn read_raw(ctx: &FsContext, real: &Path, path: &str) -> Result<String, FsError>
     let file = crate::fsat::open_read(real).map_err(io)?;
     crate::read::refuse_secret_link(ctx, &file, Path::new(path))?;
     // The checks above apply to the file; its text may come from the editor's buffer.
-    if let Some(text) = crate::editor::read_text(ctx, real) {
+    if let Some(text) = crate::editor::read_text(ctx, real)? {
         return Ok(text);
     }
     let mut bytes = Vec::new();

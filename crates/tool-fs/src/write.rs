@@ -114,7 +114,7 @@ pub async fn run(
         let before = match operation {
             WriteOperation::Create => None,
             WriteOperation::Update if content.len() >= limit => None,
-            WriteOperation::Update => crate::editor::read_text(&ctx, &real)
+            WriteOperation::Update => crate::editor::read_text(&ctx, &real)?
                 .map(String::into_bytes)
                 .or_else(|| crate::fsat::read(&real).ok())
                 .filter(|bytes| bytes.len() < limit && !bytes.contains(&0))
