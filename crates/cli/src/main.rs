@@ -308,8 +308,11 @@ fn wipe_initial_values(taken: &[(String, String)]) {
 }
 
 fn init_tracing(to_file: bool) {
+    // stderr belongs to the user: its messages say what to do, and timestamped diagnostics
+    // appear there only when `DSH_LOG` asks. A log file keeps warnings by default.
+    let default = if to_file { "warn" } else { "off" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let file = to_file
         .then(|| {
             let dir = dsh_host::config::dsh_home().ok()?.join("logs");

@@ -71,12 +71,25 @@ fn bare(id: &str) -> &str {
     id.strip_prefix("session-").unwrap_or(id)
 }
 
-/// The newest top-level session whose cwd is `cwd` (`dsh exec --continue`, `dsh resume`).
+/// The newest top-level session whose cwd is `cwd` and in which the model answered
+/// (`dsh exec --continue`, `dsh resume`): a session a failed run left before any answer has
+/// nothing to continue.
 pub fn newest_in(store: &dyn SessionStore, cwd: &str) -> Result<Option<SessionSummary>, HostError> {
     Ok(recent(store)?
         .into_iter()
         .map(|(summary, _)| summary)
-        .find(|s| s.cwd.as_deref() == Some(cwd)))
+        .filter(|s| s.cwd.as_deref() == Some(cwd))
+        .find(|s| has_answer(store, &s.id)))
+}
+
+/// Whether the model ever answered in the stored session `id` (an `assistant/message`).
+pub fn has_answer(store: &dyn SessionStore, id: &str) -> bool {
+    store.load(id).is_ok_and(|loaded| {
+        loaded
+            .events
+            .iter()
+            .any(|event| event.kind == dsh_session::kind::ASSISTANT_MESSAGE)
+    })
 }
 
 #[cfg(test)]
