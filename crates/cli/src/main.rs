@@ -151,6 +151,13 @@ enum McpCommand {
         json: bool,
     },
     /// Serve this folder's tools to an MCP client on stdio, under the configured policy.
+    ///
+    /// Offered: the tools that do their work for any caller (files, search, bash and jobs,
+    /// web, skills, MCP tools of the configured servers, ...), each call through the same
+    /// guarded pipeline as the model's, approvals refused. Not offered: tools that answer only
+    /// inside a model's turn (ask_user_question, exit_plan_mode, goals, ralph), and the
+    /// delegation tools (subagent, subagent_fork, workflow, send_message, list_agents,
+    /// interrupt_agent) unless a model key is set, since delegated children need one.
     Serve {
         /// The project folder (default: the current folder).
         #[arg(long, short = 'C')]
