@@ -664,3 +664,128 @@ async fn continue_never_resumes_an_unanswered_session_and_either_id_form_resumes
     assert!(said.contains("remember apples"), "{said}");
     assert!(!said.contains("never answered"), "{said}");
 }
+
+/// `[plugins.web-search] fetch` (on by default) points the prompt to `web_fetch` only while
+/// the `web` plugin offers it: with `web` off, nothing the model reads names `web_fetch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_search_prompt_names_web_fetch_only_when_it_is_offered() {
+    for web in [false, true] {
+        let server = ChatServer::start(vec![Reply::text("ok")]).await.unwrap();
+        let env = Env::new();
+        let config = env.home.path().join("config.toml");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[plugins.web]\nenabled = {web}\n[plugins.web-search]\nfetch = true\n[plugins.web-search.deepseek]\napi_key = \"search-key\"\nbase_url = \"http://127.0.0.1:9\"\n"
+        ));
+        std::fs::write(&config, text).unwrap();
+        let out = env.run(&server.url(), &["exec", "hi"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let request = server.requests()[0].to_string();
+        assert!(
+            request.contains("call web_search"),
+            "web_search is offered: {request}"
+        );
+        assert_eq!(
+            request.contains("pass its URL to web_fetch"),
+            web,
+            "web = {web}: {request}"
+        );
+        if !web {
+            assert!(!request.contains("web_fetch"), "{request}");
+        }
+    }
+}
+
+/// `-m NAME` is checked against the model catalog before anything is created, as `/model` is;
+/// `-c model.name=NAME` (which the error and `--help` name) uses an unlisted model on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlisted_model_is_refused_unless_asked_for_on_purpose() {
+    let server = ChatServer::start(vec![Reply::text("ok")]).await.unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let typo = env.run(&url, &["exec", "-m", "deepseek-v4-flsh", "hi"]);
+    assert_eq!(typo.status.code(), Some(1), "{}", stderr(&typo));
+    let text = stderr(&typo);
+    assert!(
+        text.contains("-m deepseek-v4-flsh: not a model of the catalog")
+            && text.contains("deepseek-v4-flash")
+            && text.contains("-c model.name=deepseek-v4-flsh"),
+        "{text}"
+    );
+    assert_eq!(stdout(&typo), "");
+    assert_eq!(env.sessions(), 0);
+    assert!(server.requests().is_empty(), "no request was sent");
+
+    let on_purpose = env.run(&url, &["exec", "-c", "model.name=my-own-model", "hi"]);
+    assert!(on_purpose.status.success(), "{}", stderr(&on_purpose));
+    assert_eq!(server.requests()[0]["model"], "my-own-model");
+
+    let help = env.run(&url, &["exec", "--help"]);
+    assert!(
+        stdout(&help).contains("-c model.name=NAME"),
+        "{}",
+        stdout(&help)
+    );
+}
+
+/// The advice for a refused escalation ("run with `-s danger-full-access`") works: in such a
+/// session the model's request for that same mode simply runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_escalation_advice_works_a_request_for_the_sessions_own_mode_runs() {
+    let arguments = json!({
+        "command": "echo ran-under-the-same-mode",
+        "description": "Same mode",
+        "sandbox_permissions": "danger-full-access",
+        "justification": "asked to"
+    });
+    let server = ChatServer::start(vec![
+        Reply::tool_call("call_same", "bash", arguments),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let out = env.run(
+        &server.url(),
+        &["exec", "-s", "danger-full-access", "do it"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tool_result = server.requests()[1].to_string();
+    assert!(
+        tool_result.contains("ran-under-the-same-mode")
+            && !tool_result.contains("not strictly wider"),
+        "{tool_result}"
+    );
+}
+
+/// `dsh sessions show` is a printout: every tool card whole, and no TUI key hints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_show_prints_whole_cards_without_tui_hints() {
+    let server = ChatServer::start(vec![
+        Reply::tool_call(
+            "call_seq",
+            "bash",
+            json!({"command": "seq 1 80", "description": "Count"}),
+        ),
+        Reply::text("counted"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let out = env.run(&url, &["exec", "-s", "danger-full-access", "count"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = session_of(&out);
+    let show = env.run(&url, &["sessions", "show", &id]);
+    let transcript = stdout(&show);
+    assert!(!transcript.contains("ctrl-o"), "{transcript}");
+    for n in 1..=80 {
+        let wanted = n.to_string();
+        assert!(
+            transcript
+                .lines()
+                .any(|l| l.split_whitespace().last() == Some(wanted.as_str())),
+            "line {n} of the output is shown: {transcript}"
+        );
+    }
+}
