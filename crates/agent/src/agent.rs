@@ -43,6 +43,16 @@ pub type CancelCause = AbortReason;
 /// Default bound of the parallel tool pool.
 pub const DEFAULT_MAX_PARALLEL_TOOL_CALLS: usize = 10;
 
+/// How many tool calls of one model response run by default; the rest are answered with an
+/// error. No real model asks for this many at once; a hostile or looping one could ask for
+/// thousands.
+pub const DEFAULT_MAX_CALLS_PER_RESPONSE: usize = 128;
+
+/// How long one model attempt may stream by default, from the request to its finish. The idle
+/// watchdog alone cannot end an answer that keeps sending keepalive comments or tiny deltas.
+pub const DEFAULT_MODEL_ATTEMPT_TIMEOUT: std::time::Duration =
+    std::time::Duration::from_secs(30 * 60);
+
 /// Everything an agent is built from.
 pub struct AgentConfig {
     /// The agent id; equals the session id.
@@ -132,6 +142,9 @@ pub(crate) struct Inner {
     pub(crate) prompts: Option<Arc<PromptRegistry>>,
     pub(crate) hooks: Arc<AgentHooks>,
     pub(crate) max_parallel: AtomicUsize,
+    pub(crate) max_calls_per_response: AtomicUsize,
+    /// [`DEFAULT_MODEL_ATTEMPT_TIMEOUT`] or the configured one, in milliseconds.
+    pub(crate) attempt_timeout_ms: std::sync::atomic::AtomicU64,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) gate: Mutex<()>,
     pub(crate) state: Mutex<State>,
@@ -264,6 +277,10 @@ impl AgentHandle {
                 prompts,
                 hooks,
                 max_parallel: AtomicUsize::new(config.max_parallel_tool_calls),
+                max_calls_per_response: AtomicUsize::new(DEFAULT_MAX_CALLS_PER_RESPONSE),
+                attempt_timeout_ms: std::sync::atomic::AtomicU64::new(
+                    u64::try_from(DEFAULT_MODEL_ATTEMPT_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+                ),
                 runtime,
                 gate: Mutex::new(()),
                 state: Mutex::new(State {
@@ -393,6 +410,27 @@ impl AgentHandle {
         }
         self.inner.max_parallel.store(max, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Changes how many tool calls of one model response run (from the next response); the
+    /// calls past it are answered with a `TOO_MANY_TOOL_CALLS` error.
+    pub fn set_max_calls_per_response(&self, max: usize) -> Result<(), AgentError> {
+        if max == 0 {
+            return Err(AgentError::InvalidParallelism);
+        }
+        self.inner
+            .max_calls_per_response
+            .store(max, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Changes how long one model attempt may stream (from the next attempt); past it the
+    /// attempt ends with [`crate::MODEL_ATTEMPT_TIMEOUT`].
+    pub fn set_model_attempt_timeout(&self, timeout: std::time::Duration) {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.inner.attempt_timeout_ms.store(ms, Ordering::Relaxed);
     }
 
     /// `cancel(cause, {keepInbox})` (§2.10). Idle: only the inbox is cleared (unless kept).

@@ -23,7 +23,9 @@ pub use agent::AgentConfig;
 pub use agent::AgentHandle;
 pub use agent::AgentStatus;
 pub use agent::CancelCause;
+pub use agent::DEFAULT_MAX_CALLS_PER_RESPONSE;
 pub use agent::DEFAULT_MAX_PARALLEL_TOOL_CALLS;
+pub use agent::DEFAULT_MODEL_ATTEMPT_TIMEOUT;
 pub use error::AgentError;
 pub use error::error_chain;
 pub use headless::RunOutcome;
@@ -44,6 +46,7 @@ pub use maintenance::Maintenance;
 pub use prompt::PromptConfig;
 pub use prompt::PromptRegistry;
 pub use step::MAX_MODEL_OUTPUT_BYTES;
+pub use step::MODEL_ATTEMPT_TIMEOUT;
 pub use step::NO_ADAPTER;
 pub use step::OUTPUT_TOO_LARGE;
 

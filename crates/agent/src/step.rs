@@ -1,6 +1,9 @@
 //! One step (§2.7): build and log the request envelope, stream one attempt at a time, recover
 //! through `agent/request-error` (whose base is the retry executor, §3.5), commit the message.
 
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
 use dsh_llm::BlockAssembler;
 use dsh_llm::ModelRequest;
 use dsh_llm::RetryPolicy;
@@ -45,6 +48,10 @@ pub const NO_ADAPTER: &str = "NO_ADAPTER";
 
 /// The failure code of an answer that grew past [`MAX_MODEL_OUTPUT_BYTES`].
 pub const OUTPUT_TOO_LARGE: &str = "OUTPUT_TOO_LARGE";
+
+/// The failure code of an attempt still streaming at its deadline (keepalives or a trickle
+/// of deltas would otherwise hold the turn for ever).
+pub const MODEL_ATTEMPT_TIMEOUT: &str = "MODEL_ATTEMPT_TIMEOUT";
 
 /// The most a model may stream in one attempt (text, reasoning and tool arguments together):
 /// past it the attempt ends with [`OUTPUT_TOO_LARGE`] instead of growing memory and the log.
@@ -342,17 +349,37 @@ impl AgentHandle {
         let mut seqs = Vec::new();
         let mut streamed = 0usize;
         let mut argument_bytes: std::collections::HashMap<u32, usize> = Default::default();
+        let limit = Duration::from_millis(self.inner.attempt_timeout_ms.load(Ordering::Relaxed));
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut timed_out = false;
         loop {
             let next = tokio::select! {
                 biased;
                 () = abort.cancelled() => None,
-                chunk = stream.next() => Some(chunk),
+                () = tokio::time::sleep_until(deadline), if !timed_out => Some(None),
+                chunk = stream.next() => Some(Some(chunk)),
             };
             let chunk = match next {
                 None => break,
-                Some(None) => break,
-                Some(Some(_)) if abort.is_cancelled() => break,
-                Some(Some(chunk)) => chunk,
+                Some(Some(None)) => break,
+                Some(Some(Some(_))) if abort.is_cancelled() => break,
+                Some(Some(Some(chunk))) => chunk,
+                Some(None) => {
+                    timed_out = true;
+                    cancel.cancel();
+                    StreamChunk::Finish {
+                        reason: FinishReason::Error {
+                            failure: LlmFailure::new(
+                                MODEL_ATTEMPT_TIMEOUT,
+                                format!(
+                                    "the model was still answering after {} s (the [model] attempt_timeout_secs limit); the request was stopped",
+                                    limit.as_secs()
+                                ),
+                            ),
+                        },
+                        replay_state: None,
+                    }
+                }
             };
             let (chunk, log_it) = match chunk {
                 StreamChunk::TextDelta { ref text, .. }
@@ -403,7 +430,7 @@ impl AgentHandle {
                 seqs.push(event.seq);
             }
             assembler.push(&chunk);
-            if finished && streamed > MAX_MODEL_OUTPUT_BYTES {
+            if finished && (streamed > MAX_MODEL_OUTPUT_BYTES || timed_out) {
                 break;
             }
         }

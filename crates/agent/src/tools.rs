@@ -74,6 +74,14 @@ impl AgentHandle {
         let subject = self.inner.scope.clone();
         let agent: Arc<dyn dsh_tools::AgentHandle> = Arc::new(self.clone());
         let count = calls.len();
+        // Calls past the cap never start; each still gets its call and an error result, so
+        // the conversation stays well formed and the model learns why.
+        let cap = self
+            .inner
+            .max_calls_per_response
+            .load(Ordering::Relaxed)
+            .max(1);
+        let runnable = count.min(cap);
         let mut call_seqs: Vec<u64> = Vec::with_capacity(count);
         let mut ready: Vec<Option<Ready>> = (0..count).map(|_| None).collect();
         let mut in_flight = FuturesUnordered::new();
@@ -83,7 +91,7 @@ impl AgentHandle {
         let mut concluded = false;
         let mut contexts: Vec<Vec<Message>> = Vec::new();
         loop {
-            while started < count && failure.is_none() && !abort.is_cancelled() {
+            while started < runnable && failure.is_none() && !abort.is_cancelled() {
                 let call = &calls[started];
                 // Re-classified just before starting: registry changes can create a barrier.
                 let mode = registry.execution_mode(&call.name, &call.arguments, Some(&subject));
@@ -165,7 +173,7 @@ impl AgentHandle {
                 }
             }
             let stopped = failure.is_some() || abort.is_cancelled();
-            if committed == started && (started == count || stopped) {
+            if committed == started && (started == runnable || stopped) {
                 break;
             }
             if let Some((index, exec, joined)) = in_flight.next().await {
@@ -183,8 +191,12 @@ impl AgentHandle {
         if let Some(failure) = failure {
             return Err(failure);
         }
-        for call in &calls[started..] {
-            self.commit_unstarted(turn, step, call)?;
+        for (index, call) in calls.iter().enumerate().skip(started) {
+            if index >= cap {
+                self.commit_over_cap(turn, step, call, count, cap)?;
+            } else {
+                self.commit_unstarted(turn, step, call)?;
+            }
         }
         for batch in contexts {
             self.append_next_step(batch)
@@ -224,6 +236,48 @@ impl AgentHandle {
 
     /// The synthetic `tool/call` + `tool/result` pair of a call an abort kept from starting.
     fn commit_unstarted(&self, turn: u64, step: u64, call: &Call) -> Result<(), TurnError> {
+        let text = format!("Error: {}", messages::ABORTED_BEFORE_DISPATCH);
+        self.commit_not_run(
+            turn,
+            step,
+            call,
+            text,
+            "AbortError",
+            "ABORTED_BEFORE_DISPATCH",
+        )
+    }
+
+    /// The pair of a call past the per-response cap: it is never run.
+    fn commit_over_cap(
+        &self,
+        turn: u64,
+        step: u64,
+        call: &Call,
+        count: usize,
+        cap: usize,
+    ) -> Result<(), TurnError> {
+        let text = format!(
+            "Error: this response made {count} tool calls and at most {cap} run per response, so this call was not run. Make at most {cap} tool calls in one response; repeat the ones you still need in the next."
+        );
+        self.commit_not_run(
+            turn,
+            step,
+            call,
+            text,
+            "ToolCallLimitError",
+            "TOO_MANY_TOOL_CALLS",
+        )
+    }
+
+    fn commit_not_run(
+        &self,
+        turn: u64,
+        step: u64,
+        call: &Call,
+        text: String,
+        name: &str,
+        code: &str,
+    ) -> Result<(), TurnError> {
         let record = ToolCall {
             turn,
             step,
@@ -232,14 +286,13 @@ impl AgentHandle {
             arguments: call.raw.clone(),
         };
         let event = self.inner.log.append_data(&record, None)?;
-        let text = format!("Error: {}", messages::ABORTED_BEFORE_DISPATCH);
         let data = ToolResultData {
             turn,
             step,
             message: Message::tool_result(&call.id, vec![ContentBlock::text(text)], true),
             error: Some(ToolErrorId {
-                name: "AbortError".into(),
-                code: "ABORTED_BEFORE_DISPATCH".into(),
+                name: name.into(),
+                code: code.into(),
             }),
             meta: None,
         };

@@ -130,7 +130,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         last_message: args.output_last_message,
         progress: crate::out::stderr_is_terminal(),
     };
-    crate::host::runtime()?.block_on(async move {
+    crate::host::block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
         if let Some(model) = &args.model
             && let Err(error) = check_listed(&host.sessions().listed_models(), model)
@@ -146,7 +146,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             (None, false, None) => Target::New,
         };
         Ok(dsh_headless::exec::main(&host, &cwd, &target, run, &io).await?)
-    })
+    })?
 }
 
 /// `-m NAME` names a model of the catalog (an embedder's own adapter lists none: anything goes).

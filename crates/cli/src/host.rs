@@ -56,6 +56,16 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// Runs `work` to its end on a new [`runtime`], then shuts the runtime down without waiting
+/// for blocking work that is stuck (a blocking read of stdin, a filesystem call that never
+/// returns): dropping a runtime would wait for it for ever, and dsh would not exit.
+pub fn block_on<T>(work: impl Future<Output = T>) -> std::io::Result<T> {
+    let runtime = runtime()?;
+    let done = runtime.block_on(work);
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    Ok(done)
+}
+
 /// The named directory, or the current one.
 pub fn cwd_or_current(cwd: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match cwd {

@@ -21,12 +21,12 @@ pub fn serve(
     if let Some(sandbox) = sandbox {
         overrides.set("plugins.sandbox.mode", sandbox.as_str());
     }
-    crate::host::runtime()?.block_on(async move {
+    crate::host::block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
         let served =
             dsh_headless::mcp_serve::serve(&host.sessions(), &cwd, &crate::out::io()).await;
         host.shutdown();
         served?;
         Ok(ExitCode::SUCCESS)
-    })
+    })?
 }

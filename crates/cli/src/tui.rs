@@ -31,7 +31,7 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         other => other,
     };
     let prompt = args.prompt;
-    crate::host::runtime()?.block_on(async move {
+    crate::host::block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
         let _watch = host.watch_and_log();
         let app = dsh_tui::TuiApp {
@@ -44,5 +44,5 @@ pub fn run(args: TuiArgs) -> anyhow::Result<ExitCode> {
         host.shutdown();
         result?;
         Ok(ExitCode::SUCCESS)
-    })
+    })?
 }

@@ -219,8 +219,8 @@ pub async fn run<S: Send + 'static>(
     let progress = run
         .progress
         .then(|| crate::approval::progress(&agent, sessions.registry(), io.clone()));
-    let printer =
-        (output == Output::StreamJson).then(|| tokio::spawn(print_events(receiver, io.clone())));
+    let printer = (output == Output::StreamJson)
+        .then(|| tokio::spawn(print_events(receiver, agent.log().clone(), io.clone())));
 
     let cancel_agent = agent.clone();
     let interrupt = tokio::spawn(async move {
@@ -377,14 +377,33 @@ fn status_of(reason: &Option<TurnEndReason>) -> &'static str {
     }
 }
 
-async fn print_events(mut receiver: mpsc::UnboundedReceiver<Tagged>, io: Io) {
-    while let Some(tagged) = receiver.recv().await {
-        let mut line = json!({"type": "session_event", "sessionId": tagged.session, "event": tagged.event.as_ref()});
-        if let Some(parent) = tagged.parent {
-            line["parentSessionId"] = json!(parent);
-        }
-        if (io.stdout)(&line.to_string()).is_err() {
+/// Prints the events as they become durable: a batch of the session's own events is printed
+/// only once the log's writer has written all of it, so an event a full disk kept out of the
+/// file is never printed (crash repair would give its sequence number to another event). One
+/// write barrier covers every event queued meanwhile.
+async fn print_events(
+    mut receiver: mpsc::UnboundedReceiver<Tagged>,
+    log: dsh_session::SessionLog,
+    io: Io,
+) {
+    let mut batch = Vec::new();
+    while receiver.recv_many(&mut batch, 1024).await > 0 {
+        if batch.iter().any(|tagged| tagged.parent.is_none())
+            && let Err(error) = log.written().await
+        {
+            io.note(&format!(
+                "dsh: the session log could not be written ({error}); events after it are not printed"
+            ));
             return;
+        }
+        for tagged in batch.drain(..) {
+            let mut line = json!({"type": "session_event", "sessionId": tagged.session, "event": tagged.event.as_ref()});
+            if let Some(parent) = tagged.parent {
+                line["parentSessionId"] = json!(parent);
+            }
+            if (io.stdout)(&line.to_string()).is_err() {
+                return;
+            }
         }
     }
 }

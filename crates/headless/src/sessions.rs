@@ -8,7 +8,6 @@ use std::time::UNIX_EPOCH;
 
 use dsh_session::LoadedSession;
 use dsh_session::SessionStore;
-use dsh_session::SessionSummary;
 
 use crate::HeadlessError;
 
@@ -28,13 +27,6 @@ pub fn relative(then_ms: u64, now_ms: u64) -> String {
         3600..86_400 => format!("{} h ago", secs / 3600),
         _ => format!("{} d ago", secs / 86_400),
     }
-}
-
-/// Turns of a stored session (counted from its file without parsing every event).
-fn turns(summary: &SessionSummary) -> usize {
-    std::fs::read_to_string(&summary.path)
-        .map(|text| text.matches("\"type\":\"turn/start\"").count())
-        .unwrap_or(0)
 }
 
 /// `~/…` for folders under the home directory.
@@ -72,7 +64,7 @@ pub fn list_lines(store: &dyn SessionStore, now: u64) -> Result<Vec<String>, Hea
             [
                 s.id.clone(),
                 relative(*at, now),
-                turns(s).to_string(),
+                s.turns.to_string(),
                 clip(&short_folder(s.cwd.as_deref().unwrap_or("-")), 40),
                 clip(s.title.as_deref().unwrap_or("(untitled)"), 60),
             ]

@@ -99,6 +99,9 @@ impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
         if let Some(network) = ctx.service::<dsh_plugin::SandboxNetwork>() {
             sandbox.network = network.0;
         }
+        if let Some(limits) = ctx.service::<dsh_plugin::SandboxLimits>() {
+            sandbox.limits = limits.0;
+        }
         let confiner = session_confiner(sandbox, Some(host.info.home.clone()));
         let executor = Arc::new(LocalExecutor::with_shared_filter().with_confiner(confiner));
         let loaded = HookBridge::load(D::DIALECT, settings, executor, None)

@@ -82,6 +82,11 @@ pub struct ModelSettings {
     /// Input modalities and limits per model id, over the adapter's built-in list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub catalog: Vec<CatalogEntry>,
+    /// How long one model attempt may stream, in seconds (default 1800); past it the attempt
+    /// ends with `MODEL_ATTEMPT_TIMEOUT`. Keepalive comments re-arm the idle watchdog but
+    /// never this deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_timeout_secs: Option<std::num::NonZeroU64>,
 }
 
 fn default_provider() -> String {
@@ -101,6 +106,7 @@ impl Default for ModelSettings {
             api_key_env: None,
             reasoning_effort: None,
             catalog: Vec::new(),
+            attempt_timeout_secs: None,
         }
     }
 }
@@ -115,6 +121,10 @@ pub struct ToolsSettings {
     /// How many concurrency-safe tool calls of one step may run at once.
     #[serde(default = "default_max_parallel")]
     pub max_parallel: std::num::NonZeroUsize,
+    /// How many tool calls of one model response run; the rest get a `TOO_MANY_TOOL_CALLS`
+    /// error result.
+    #[serde(default = "default_max_calls_per_response")]
+    pub max_calls_per_response: std::num::NonZeroUsize,
 }
 
 fn default_mode() -> PresentationMode {
@@ -126,11 +136,17 @@ fn default_max_parallel() -> std::num::NonZeroUsize {
         .unwrap_or(std::num::NonZeroUsize::MIN)
 }
 
+fn default_max_calls_per_response() -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(dsh_agent::DEFAULT_MAX_CALLS_PER_RESPONSE)
+        .unwrap_or(std::num::NonZeroUsize::MIN)
+}
+
 impl Default for ToolsSettings {
     fn default() -> Self {
         Self {
             mode: default_mode(),
             max_parallel: default_max_parallel(),
+            max_calls_per_response: default_max_calls_per_response(),
         }
     }
 }

@@ -462,6 +462,13 @@ impl Host {
             }
             changed.push("tools.max_parallel".to_owned());
         }
+        let max_calls = checked.core.tools.max_calls_per_response;
+        if max_calls != old_core.tools.max_calls_per_response {
+            for (agent, _) in self.inner.services.sessions.live() {
+                let _ = agent.set_max_calls_per_response(max_calls.get());
+            }
+            changed.push("tools.max_calls_per_response".to_owned());
+        }
         if checked.core.tools.mode != old_core.tools.mode {
             notes.push("tools.mode applies after a restart".to_owned());
         }
@@ -735,12 +742,14 @@ impl SessionHost {
         resumed: bool,
         permissions: Option<Permissions>,
     ) -> Result<AgentHandle, HostError> {
-        let (provider, model, max_parallel) = {
+        let (provider, model, max_parallel, max_calls, attempt_timeout) = {
             let state = lock(&self.inner.state);
             (
                 self.inner.services.info.provider.clone(),
                 state.core.model.name.clone(),
                 state.core.tools.max_parallel.get(),
+                state.core.tools.max_calls_per_response.get(),
+                state.core.model.attempt_timeout_secs,
             )
         };
         let context = Arc::new(SessionContext::new(
@@ -767,6 +776,10 @@ impl SessionHost {
             config,
             resumed,
             |agent: &AgentHandle| -> Result<(), HostError> {
+                agent.set_max_calls_per_response(max_calls)?;
+                if let Some(secs) = attempt_timeout {
+                    agent.set_model_attempt_timeout(std::time::Duration::from_secs(secs.get()));
+                }
                 agent.scope().provide(context.clone())?;
                 sessions.open(agent, context.clone())?;
                 if resumed {

@@ -28,10 +28,57 @@ pub struct SandboxSettings {
     /// never has the network.
     #[serde(default)]
     pub network: dsh_tools::NetworkAccess,
+    /// Processes (threads count) one confined command may run at once.
+    #[serde(default = "default_max_processes")]
+    pub max_processes: u64,
+    /// Memory one process of a confined command may allocate, in MiB.
+    #[serde(default = "default_max_memory_mb")]
+    pub max_memory_mb: u64,
+    /// Size of a confined command's private `/tmp`, in MiB.
+    #[serde(default = "default_tmp_size_mb")]
+    pub tmp_size_mb: u64,
 }
 
 fn default_mode() -> SandboxMode {
     SandboxMode::WorkspaceWrite
+}
+
+fn default_max_processes() -> u64 {
+    dsh_tools::SandboxLimits::DEFAULT_MAX_PROCESSES
+}
+
+fn default_max_memory_mb() -> u64 {
+    dsh_tools::SandboxLimits::DEFAULT_MAX_MEMORY_MB
+}
+
+fn default_tmp_size_mb() -> u64 {
+    dsh_tools::SandboxLimits::DEFAULT_TMP_SIZE_MB
+}
+
+/// The smallest values that still start a shell under bubblewrap.
+const LIMIT_FLOORS: [(&str, u64); 3] = [
+    ("max_processes", 8),
+    ("max_memory_mb", 16),
+    ("tmp_size_mb", 1),
+];
+
+impl SandboxSettings {
+    /// The limits, or an error naming the setting below its floor.
+    pub fn limits(&self) -> Result<dsh_tools::SandboxLimits, PluginError> {
+        let values = [self.max_processes, self.max_memory_mb, self.tmp_size_mb];
+        for ((name, floor), value) in LIMIT_FLOORS.iter().zip(values) {
+            if value < *floor {
+                return Err(PluginError::msg(format!(
+                    "[plugins.sandbox] {name} = {value} is too small: a confined command needs at least {floor}; raise it or remove the setting for the default"
+                )));
+            }
+        }
+        Ok(dsh_tools::SandboxLimits {
+            max_processes: self.max_processes,
+            max_memory_mb: self.max_memory_mb,
+            tmp_size_mb: self.tmp_size_mb,
+        })
+    }
 }
 
 impl Default for SandboxSettings {
@@ -39,6 +86,9 @@ impl Default for SandboxSettings {
         Self {
             mode: default_mode(),
             network: dsh_tools::NetworkAccess::default(),
+            max_processes: default_max_processes(),
+            max_memory_mb: default_max_memory_mb(),
+            tmp_size_mb: default_tmp_size_mb(),
         }
     }
 }
@@ -63,6 +113,9 @@ impl Plugin for SandboxPlugin {
         ctx.provide(std::sync::Arc::new(SandboxDefault(config.mode)))?;
         ctx.provide(std::sync::Arc::new(dsh_plugin::SandboxNetwork(
             config.network,
+        )))?;
+        ctx.provide(std::sync::Arc::new(dsh_plugin::SandboxLimits(
+            config.limits()?,
         )))?;
         host.prompts.register_context(
             ctx,

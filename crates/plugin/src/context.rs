@@ -52,6 +52,11 @@ pub struct DefaultPermissions(pub Permissions);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SandboxNetwork(pub dsh_tools::NetworkAccess);
 
+/// What one confined command may use (`[plugins.sandbox] max_processes`, `max_memory_mb`,
+/// `tmp_size_mb`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits(pub dsh_tools::SandboxLimits);
+
 /// Who set a session's permissions last: the configuration (they follow config reloads) or a
 /// client choosing a preset (they stay until the client changes them again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

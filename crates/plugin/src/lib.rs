@@ -21,6 +21,7 @@ pub use context::PRESETS;
 pub use context::Permissions;
 pub use context::PermissionsOrigin;
 pub use context::Preset;
+pub use context::SandboxLimits;
 pub use context::SandboxNetwork;
 pub use context::SessionContext;
 pub use context::approval_text;

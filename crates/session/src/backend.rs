@@ -262,6 +262,10 @@ impl SessionStore for MemoryStore {
                     cwd: stored.header.cwd.clone(),
                     title,
                     event_count: events.len() as u64,
+                    turns: events
+                        .iter()
+                        .filter(|event| event.kind == kind::TURN_START)
+                        .count() as u64,
                     parent_session: stored.header.parent_session.clone(),
                     path: PathBuf::from(format!("memory:{}", stored.header.id)),
                 }

@@ -51,6 +51,8 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// Stored events (packed rows counted per member; a torn tail is not counted).
     pub event_count: u64,
+    /// `turn/start` events stored.
+    pub turns: u64,
     pub parent_session: Option<String>,
     pub path: PathBuf,
 }
@@ -387,29 +389,45 @@ fn read_dirs(dir: &Path) -> Result<Vec<PathBuf>, SessionError> {
 
 /// A summary without decoding every event: the header, the last `session/title` line and the
 /// last complete line's seq.
+/// A stored session's summary, read line by line: memory is bounded by the longest line,
+/// never by the log's length (a long session's log can be gigabytes). Only committed lines
+/// count (a torn tail has no newline yet).
 fn summarize(path: &Path) -> Result<SessionSummary, SessionError> {
-    let bytes = std::fs::read(path).map_err(|e| SessionError::io(path, e))?;
-    let committed_len = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let text = String::from_utf8_lossy(&bytes[..committed_len]);
-    let mut lines = text.split_terminator('\n');
-    let header = SessionHeader::parse_line(path, lines.next().unwrap_or_default().as_bytes())?;
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| SessionError::io(path, e))?;
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
+    let io = |e| SessionError::io(path, e);
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line).map_err(io)?;
+    let header_line = line.strip_suffix(b"\n").unwrap_or_default();
+    let header = SessionHeader::parse_line(path, header_line)?;
     let mut title = None;
-    let mut last = None;
-    for line in lines {
-        if line.starts_with(r#"{"type":"session/title""#)
-            && let Ok(event) = serde_json::from_str::<Value>(line)
+    let mut turns = 0u64;
+    let mut last = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(io)? == 0 {
+            break;
+        }
+        let Some(row) = line.strip_suffix(b"\n") else {
+            break;
+        };
+        if row.starts_with(br#"{"type":"session/title""#)
+            && let Ok(event) = serde_json::from_slice::<Value>(row)
             && let Some(t) = event.pointer("/data/title").and_then(Value::as_str)
         {
             title = Some(t.to_owned());
+        } else if row.starts_with(br#"{"type":"turn/start""#) {
+            turns += 1;
         }
-        if !line.is_empty() {
-            last = Some(line);
+        if !row.is_empty() {
+            std::mem::swap(&mut last, &mut line);
         }
     }
-    let event_count = match last.map(serde_json::from_str::<Value>) {
-        None => 0,
-        Some(Ok(row)) => end_seq(&row).unwrap_or(0),
-        Some(Err(_)) => 0,
+    let last = last.strip_suffix(b"\n").unwrap_or(&last);
+    let event_count = match serde_json::from_slice::<Value>(last) {
+        Ok(row) if !last.is_empty() => end_seq(&row).unwrap_or(0),
+        _ => 0,
     };
     Ok(SessionSummary {
         id: header.id,
@@ -417,6 +435,7 @@ fn summarize(path: &Path) -> Result<SessionSummary, SessionError> {
         cwd: header.cwd,
         title,
         event_count,
+        turns,
         parent_session: header.parent_session,
         path: path.to_owned(),
     })

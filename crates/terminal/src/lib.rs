@@ -130,6 +130,9 @@ pub fn host_resolver(ctx: &Scope, tool: &'static str) -> Result<ContextResolver,
     if let Some(network) = ctx.service::<dsh_plugin::SandboxNetwork>() {
         standing.network = network.0;
     }
+    if let Some(limits) = ctx.service::<dsh_plugin::SandboxLimits>() {
+        standing.limits = limits.0;
+    }
     let home = host.info.home.clone();
     Ok(Arc::new(move |run: &dsh_tools::ToolRun| {
         let session = dsh_plugin::SessionContext::for_run(run, tool)?;

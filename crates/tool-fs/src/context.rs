@@ -104,6 +104,8 @@ pub struct FsLimits {
     pub str_replace_max_output_chars: usize,
     /// fs-local `diffBasisMaxBytes` (exclusive bound for the write diff basis).
     pub diff_basis_max_bytes: usize,
+    /// How long one call's file I/O may take before it is abandoned (`FS_TIMEOUT`).
+    pub io_timeout: std::time::Duration,
 }
 
 impl Default for FsLimits {
@@ -122,6 +124,7 @@ impl Default for FsLimits {
             max_image_pixels: 40_000_000,
             str_replace_max_output_chars: 16_000,
             diff_basis_max_bytes: 10 * 1024 * 1024,
+            io_timeout: std::time::Duration::from_secs(60),
         }
     }
 }

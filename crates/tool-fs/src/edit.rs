@@ -71,10 +71,11 @@ pub async fn run(
         args.justification.as_deref(),
     )
     .await?;
-    let resolved = mutate::check_write(ctx, mode, &args.file_path)?;
     let ctx = ctx.clone();
     let args = args.clone();
-    blocking(&cancel, move || {
+    let deadline = ctx.limits.io_timeout;
+    blocking(&cancel, deadline, move || {
+        let resolved = mutate::check_write(&ctx, mode, &args.file_path)?;
         let p = display(&resolved.display);
         let real = resolved.real;
         let guard = match ctx.observations.as_ref().map(|o| o.get(&real)) {

@@ -20,6 +20,8 @@ pub mod codes {
     pub const FS_AMBIGUOUS_EDIT: &str = "FS_AMBIGUOUS_EDIT";
     pub const FS_EDIT_NOT_FOUND: &str = "FS_EDIT_NOT_FOUND";
     pub const FS_ABORTED: &str = "FS_ABORTED";
+    /// dsh's own: a file operation still blocked at the file-I/O deadline.
+    pub const FS_TIMEOUT: &str = "FS_TIMEOUT";
     pub const SEARCH_INVALID_PATTERN: &str = "SEARCH_INVALID_PATTERN";
     pub const SEARCH_FAILED: &str = "SEARCH_FAILED";
     pub const SEARCH_ABORTED: &str = "SEARCH_ABORTED";

@@ -88,14 +88,16 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<GlobOutput, FsError> {
     search::check_pattern(&args.pattern, args.path.as_deref())?;
-    let root = SearchRoot::new(NAME, &ctx.cwd, args.path.as_deref(), &ctx.policy)?;
     let policy = ctx.policy.clone();
     let pattern = args.pattern.clone();
     let token = cancel.clone();
+    let (cwd, path) = (ctx.cwd.clone(), args.path.clone());
     blocking_or(
         &cancel,
+        ctx.limits.io_timeout,
         || search::aborted(NAME),
         move || {
+            let root = SearchRoot::new(NAME, &cwd, path.as_deref(), &policy)?;
             let (paths, skipped) = collect(&root, &policy, &pattern, &token)?;
             Ok(GlobOutput {
                 root: root.display_root(),

@@ -118,15 +118,17 @@ pub async fn run(
     check_include(args.include.as_deref())?;
     let matcher = RegexMatcher::new_line_matcher(&args.pattern)
         .map_err(|err| search::invalid_pattern(NAME, &err.to_string()))?;
-    let root = SearchRoot::new(NAME, &ctx.cwd, args.path.as_deref(), &ctx.policy)?;
     let policy = ctx.policy.clone();
+    let (cwd, path) = (ctx.cwd.clone(), args.path.clone());
     let include = args.include.clone();
     let max_line_bytes = ctx.limits.grep_max_line_bytes;
     let token = cancel.clone();
     blocking_or(
         &cancel,
+        ctx.limits.io_timeout,
         || search::aborted(NAME),
         move || {
+            let root = SearchRoot::new(NAME, &cwd, path.as_deref(), &policy)?;
             let (files, skipped) = collect(
                 &root,
                 &policy,

@@ -38,6 +38,10 @@ pub struct FsSettings {
     pub glob_max_results: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grep_max_matches: Option<usize>,
+    /// How long one call's file I/O may take, in milliseconds (default 60 000): past it the
+    /// call fails with `FS_TIMEOUT` and its blocked thread is abandoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_timeout_ms: Option<u64>,
 }
 
 /// The file policy of `session` now: its mode rooted at its cwd; dsh's home closed but for the
@@ -115,6 +119,9 @@ impl Plugin for FsPlugin {
                 }
                 if let Some(max) = config.grep_max_matches {
                     fs.limits.grep_max_matches = max;
+                }
+                if let Some(ms) = config.io_timeout_ms {
+                    fs.limits.io_timeout = std::time::Duration::from_millis(ms.max(1));
                 }
                 if let Some(store) = &attachments {
                     let (provider, model) = (&services.info.provider, &services.info.model);

@@ -85,7 +85,10 @@ pub struct FilePolicy {
     pub mode: SandboxMode,
     /// The session workspace root; canonicalized when checking.
     pub workspace_root: PathBuf,
-    /// Extra writable roots under `workspace-write` (upstream: `/tmp` and the OS temp dir).
+    /// Extra writable roots under `workspace-write`; none by default. Upstream lets the file
+    /// tools write `/tmp` and the OS temp dir, but dsh's `bash` sees a private, empty `/tmp` per
+    /// command: a file written to the host's would reach nothing of the model's own and only
+    /// plant files other programs on the host read. So both follow one rule: the workspace.
     pub temp_roots: Vec<PathBuf>,
     /// Whether `write`/`edit` advertise `sandbox_permissions` (a confining backend with an
     /// approval policy other than `never`).
@@ -107,7 +110,7 @@ impl FilePolicy {
         Self {
             mode,
             workspace_root: workspace_root.into(),
-            temp_roots: vec![PathBuf::from("/tmp"), std::env::temp_dir()],
+            temp_roots: Vec::new(),
             escalation_advertised: mode != SandboxMode::DangerFullAccess,
             dsh_home: None,
             secret_roots,
@@ -528,6 +531,18 @@ mod tests {
             canonicalize_lenient(&base.join("ws/missing/../../z")),
             base.join("z")
         );
+    }
+
+    #[test]
+    fn workspace_write_leaves_the_hosts_temp_areas_alone_by_default() {
+        let ws = tempfile::tempdir().unwrap();
+        let policy = FilePolicy::new(SandboxMode::WorkspaceWrite, ws.path());
+        for temp in [PathBuf::from("/tmp"), std::env::temp_dir()] {
+            let target = temp.join("planted.txt").display().to_string();
+            let denial = policy.check_write(ws.path(), &target).unwrap_err();
+            assert_eq!(denial.mode, SandboxMode::WorkspaceWrite);
+        }
+        assert!(policy.check_write(ws.path(), "inside.txt").is_ok());
     }
 
     #[test]

@@ -80,10 +80,13 @@ pub async fn run(
             ctx.limits.read_limit
         )));
     }
-    let resolved = ctx.policy.check_read(&ctx.cwd, &args.file_path)?;
     let ctx = ctx.clone();
     let token = cancel.clone();
-    blocking(&cancel, move || {
+    let path = args.file_path.clone();
+    let deadline = ctx.limits.io_timeout;
+    // The policy's path resolution is file I/O too (a stat on a hung mount blocks).
+    blocking(&cancel, deadline, move || {
+        let resolved = ctx.policy.check_read(&ctx.cwd, &path)?;
         read_window(&ctx, &token, resolved.display, resolved.real, offset, limit)
     })
     .await

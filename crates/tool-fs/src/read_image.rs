@@ -118,9 +118,11 @@ pub async fn run(
         }
         ImageRoute::Model { .. } => {}
     }
-    let resolved = ctx.policy.check_read(&ctx.cwd, raw)?;
     let ctx = ctx.clone();
-    blocking(&cancel, move || {
+    let raw = raw.to_owned();
+    let deadline = ctx.limits.io_timeout;
+    blocking(&cancel, deadline, move || {
+        let resolved = ctx.policy.check_read(&ctx.cwd, &raw)?;
         let p = display(&resolved.display);
         let meta = match std::fs::metadata(&resolved.display) {
             Ok(meta) => meta,

@@ -74,7 +74,8 @@ pub async fn run(
     }
     let ctx = ctx.clone();
     let args = args.clone();
-    blocking(&cancel, move || {
+    let deadline = ctx.limits.io_timeout;
+    blocking(&cancel, deadline, move || {
         execute(&args, &ctx).map(StrReplaceEditorOutput)
     })
     .await

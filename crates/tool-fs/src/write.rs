@@ -70,10 +70,12 @@ pub async fn run(
         args.justification.as_deref(),
     )
     .await?;
-    let resolved = mutate::check_write(ctx, mode, &args.file_path)?;
     let ctx = ctx.clone();
     let content = args.content.clone();
-    blocking(&cancel, move || {
+    let path = args.file_path.clone();
+    let deadline = ctx.limits.io_timeout;
+    blocking(&cancel, deadline, move || {
+        let resolved = mutate::check_write(&ctx, mode, &path)?;
         let p = display(&resolved.display);
         let real = resolved.real;
         let current = FileVersion::current(&real);

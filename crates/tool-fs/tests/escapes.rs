@@ -301,7 +301,9 @@ fn a_symlink_swap_cannot_redirect_a_write() {
             }
         })
     };
+    // The file tools' I/O deadline is a tokio timer.
     let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .unwrap();
     let mut ctx = FsContext::new(&root, FilePolicy::new(SandboxMode::WorkspaceWrite, &root));

@@ -27,6 +27,9 @@
 //!
 //! Everything here is spawned with `posix_spawn`: the command is an absolute path and nothing
 //! needs a `pre_exec` hook.
+//! The same executable also starts confined commands ([`CONFINE_ARG`], see [`confine`]): it
+//! sets their process and memory limits, then becomes bubblewrap.
+//!
 //! Owns: the guard's main, its control protocol (orders, status lines), the final sweep of the
 //! tree. Does not own: when a command runs or how its output is captured (`dsh-tool-shell`).
 //! Must not depend on: any other dsh crate (it would grow the executable).
@@ -55,6 +58,11 @@ use rustix::process::Signal;
 /// command line.
 pub const GUARD_ARG: &str = "__dsh-tool-guard";
 
+/// The first argument that marks a confinement launch (`<guard> __dsh-confine <max processes>
+/// <max data bytes> -- <runner> [args…]`): set the limits of a confined command, then become
+/// its runner (bubblewrap). See [`confine`].
+pub const CONFINE_ARG: &str = "__dsh-confine";
+
 /// The file name of the guard executable, installed next to `dsh`.
 pub const BINARY_NAME: &str = "dsh-tool-guard";
 
@@ -70,6 +78,9 @@ pub fn next_to(exe: &Path) -> Option<PathBuf> {
 /// The guard executable's `main`: `[__dsh-tool-guard] <program> [args…]`.
 pub fn main() -> ExitCode {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().map(OsString::as_os_str) == Some(OsStr::new(CONFINE_ARG)) {
+        return confine(args.split_off(1));
+    }
     if args.first().map(OsString::as_os_str) == Some(OsStr::new(GUARD_ARG)) {
         args.remove(0);
     }
@@ -80,10 +91,168 @@ pub fn main() -> ExitCode {
 /// [args…]`) and returns its exit code; `None` for an ordinary start.
 pub fn run_if_invoked() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(OsStr::new(GUARD_ARG)) {
-        return None;
+    match args.next() {
+        Some(first) if first == OsStr::new(GUARD_ARG) => Some(run(args.collect())),
+        Some(first) if first == OsStr::new(CONFINE_ARG) => Some(confine(args.collect())),
+        _ => None,
     }
-    Some(run(args.collect()))
+}
+
+/// The exit code of a confinement launch that could not start its runner (bubblewrap's own
+/// setup failures exit 1; 125 says the launch itself failed).
+const CONFINE_FAILED: u8 = 125;
+
+/// A confinement launch: `<max processes> <max data bytes> -- <runner> [args…]`. Sets the
+/// limits, then replaces itself with the runner (`exec`, same pid, nothing left behind), so
+/// the runner and every process of the command inherit them:
+///
+/// - the processes of the command: a pids cgroup of its own (`pids.max`) where this process
+///   can make one (cgroup v1's `pids` hierarchy, or a cgroup v2 folder whose
+///   `cgroup.subtree_control` enables `pids`: in practice when dsh runs as root), named
+///   `dsh-<pid>` after this process; and, for any uid but root, `RLIMIT_NPROC` at what the uid
+///   runs now plus the limit (it counts every task of the uid, and the kernel does not apply
+///   it to root: hence the cgroup);
+/// - `RLIMIT_DATA`: what one process may allocate. Unlike `RLIMIT_AS` it leaves reserved but
+///   unused address space alone (JVMs, V8 and Go reserve far more than they use).
+///
+/// Done here rather than in a `pre_exec` hook of dsh's spawn, which would force the standard
+/// library from `posix_spawn` to `fork` for every call (see `docs/security.md`).
+pub fn confine(args: Vec<OsString>) -> ExitCode {
+    let error = match confine_and_exec(args) {
+        Ok(never) => match never {},
+        Err(error) => error,
+    };
+    let _ = writeln!(io::stderr(), "dsh confine: {error}");
+    ExitCode::from(CONFINE_FAILED)
+}
+
+enum Never {}
+
+fn confine_and_exec(args: Vec<OsString>) -> io::Result<Never> {
+    let mut args = args.into_iter();
+    let mut number = |what: &str| -> io::Result<u64> {
+        args.next()
+            .and_then(|arg| arg.to_str().and_then(|text| text.parse().ok()))
+            .ok_or_else(|| io::Error::other(format!("expected {what}")))
+    };
+    let processes = number("the process limit")?;
+    let data = number("the data limit")?;
+    if args.next().as_deref() != Some(OsStr::new("--")) {
+        return Err(io::Error::other("expected `--` before the runner"));
+    }
+    let program = args
+        .next()
+        .ok_or_else(|| io::Error::other("no runner to start"))?;
+    join_pids_cgroup(processes);
+    let mut limits = vec![(rustix::process::Resource::Data, data)];
+    let uid = rustix::process::getuid();
+    if !uid.is_root() {
+        // `RLIMIT_NPROC` counts every task of the uid, the user's own desktop included: the
+        // command may add `processes` to what the user already runs.
+        let running = tasks_of(uid.as_raw());
+        limits.push((
+            rustix::process::Resource::Nproc,
+            processes.saturating_add(running),
+        ));
+    }
+    for (resource, value) in limits {
+        let limit = rustix::process::Rlimit {
+            current: Some(value),
+            maximum: Some(value),
+        };
+        rustix::process::setrlimit(resource, limit)
+            .map_err(|e| io::Error::other(format!("cannot set {resource:?} to {value}: {e}")))?;
+    }
+    Err(std::process::Command::new(&program).args(args).exec())
+}
+
+/// The tasks (threads) running under `uid` now, from `/proc`.
+fn tasks_of(uid: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut count = 0u64;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        if entry.metadata().is_ok_and(|meta| meta.uid() == uid) {
+            let threads = std::fs::read_dir(entry.path().join("task")).map_or(1, Iterator::count);
+            count = count.saturating_add(threads as u64);
+        }
+    }
+    count
+}
+
+/// The folder names of the cgroups [`confine`] makes: `dsh-<pid of the launch>`.
+pub const CGROUP_PREFIX: &str = "dsh-";
+
+/// Moves this process into a new pids cgroup limited to `max` tasks, when it can make one;
+/// otherwise leaves it where it is (the rlimit still applies to unprivileged uids). Empty
+/// cgroups of earlier launches are removed first: the kernel refuses to remove one that still
+/// holds a process, so only finished commands' folders go.
+fn join_pids_cgroup(max: u64) {
+    let Some(parent) = pids_cgroup_parent() else {
+        return;
+    };
+    if let Ok(entries) = std::fs::read_dir(&parent) {
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(CGROUP_PREFIX)
+            {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+    }
+    let own = parent.join(format!("{CGROUP_PREFIX}{}", std::process::id()));
+    // Another launch's sweep may remove the folder between its creation and joining it.
+    for _ in 0..3 {
+        let joined = (std::fs::create_dir(&own).is_ok() || own.is_dir())
+            && std::fs::write(own.join("pids.max"), max.to_string()).is_ok()
+            && std::fs::write(own.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+        if joined {
+            return;
+        }
+    }
+    let _ = std::fs::remove_dir(&own);
+}
+
+/// Removes the pids cgroup a confinement launch with process id `pid` made, once its command
+/// has ended (the kernel refuses while a process is left in it; the next launch sweeps it then).
+pub fn remove_pids_cgroup(pid: u32) {
+    if let Some(parent) = pids_cgroup_parent() {
+        let _ = std::fs::remove_dir(parent.join(format!("{CGROUP_PREFIX}{pid}")));
+    }
+}
+
+/// Where this process may make a pids cgroup: cgroup v1's `pids` hierarchy, or (cgroup v2)
+/// its own cgroup when that enables `pids` for its children.
+fn pids_cgroup_parent() -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v1 = own.lines().find_map(|line| {
+        let (_, rest) = line.split_once(':')?;
+        let (controllers, path) = rest.split_once(':')?;
+        controllers.split(',').any(|c| c == "pids").then_some(path)
+    });
+    if let Some(path) = v1 {
+        let dir = Path::new("/sys/fs/cgroup/pids").join(path.trim_start_matches('/'));
+        if dir.join("cgroup.procs").is_file() {
+            return Some(dir);
+        }
+    }
+    let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+    for mount in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let dir = Path::new(mount).join(path.trim_start_matches('/'));
+        let controls = std::fs::read_to_string(dir.join("cgroup.subtree_control")).ok();
+        if controls.is_some_and(|c| c.split_whitespace().any(|name| name == "pids")) {
+            return Some(dir);
+        }
+    }
+    None
 }
 
 /// The guard's main: runs `args[0]` with `args[1..]`, guarded as described above.

@@ -101,6 +101,10 @@ pub struct SandboxReport {
     pub enforcement: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner_failed: Option<bool>,
+    /// The note for a command that ran into one of its sandbox's limits: which one, and the
+    /// setting that raises it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 /// The canonical value of a `bash` call.
@@ -467,6 +471,9 @@ async fn foreground(
                 denied: sandbox::detect_denial(&stderr.text, policy, &resolve_workdir(args, ctx)),
                 enforcement: confined.then(|| "bwrap".to_owned()),
                 runner_failed: None,
+                limit: confined
+                    .then(|| sandbox::limit_note(&stderr.text, policy))
+                    .flatten(),
             })
         }
     };
@@ -534,6 +541,9 @@ pub fn render_text_with(output: &BashOutput, escalation_hint: bool) -> String {
         if escalation_hint && report.mode != SandboxMode::DangerFullAccess {
             markers.push(sandbox::ESCALATION_HINT.to_owned());
         }
+    }
+    if let Some(note) = sandbox.as_ref().and_then(|report| report.limit.as_ref()) {
+        markers.push(note.clone());
     }
     if *timed_out {
         markers.push(format!("[timed out after {}ms]", js_number(*timeout_ms)));

@@ -250,6 +250,7 @@ fn sandbox_markers_precede_timeout_and_exit() {
             denied: true,
             enforcement: Some("bwrap".into()),
             runner_failed: None,
+            limit: None,
         });
     }
     let hint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";

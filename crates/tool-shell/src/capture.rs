@@ -301,8 +301,13 @@ impl Capture {
         } else {
             &bytes[..]
         };
+        let text = if is_binary(bytes) {
+            binary_notice(state.total, spill_path.as_deref())
+        } else {
+            String::from_utf8_lossy(bytes).into_owned()
+        };
         StreamSnapshot {
-            text: String::from_utf8_lossy(bytes).into_owned(),
+            text,
             truncated,
             spill_path,
             spill_missing,
@@ -332,11 +337,40 @@ impl Capture {
             complete_prefix_len(&bytes)
         };
         state.cursor += (skipped + usable) as u64;
-        Delta {
-            text: String::from_utf8_lossy(&bytes[..usable]).into_owned(),
-            lossy,
-        }
+        let bytes = &bytes[..usable];
+        let text = if is_binary(bytes) {
+            format!("[{} bytes of binary output not shown]\n", bytes.len())
+        } else {
+            String::from_utf8_lossy(bytes).into_owned()
+        };
+        Delta { text, lossy }
     }
+}
+
+/// Output is binary when it holds a NUL byte, or when more than one byte in eight is another
+/// control character (tab, newline, carriage return and escape excepted): shown as text, each
+/// such byte would cost six in the JSON of the result and the log (`\u0000`), so a command
+/// printing NULs would multiply the log by six per call.
+pub(crate) fn is_binary(bytes: &[u8]) -> bool {
+    if bytes.contains(&0) {
+        return true;
+    }
+    let controls = bytes
+        .iter()
+        .filter(|&&b| (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x1b)) || b == 0x7f)
+        .count();
+    controls > bytes.len() / 8
+}
+
+/// What a result says instead of binary output.
+fn binary_notice(total: u64, spill_path: Option<&str>) -> String {
+    let kept = match spill_path {
+        Some(path) => format!("; the whole stream is in {path}"),
+        None => String::new(),
+    };
+    format!(
+        "[binary output ({total} bytes) not shown{kept}. Redirect it to a file and inspect it with `od -c` or `xxd | head`]"
+    )
 }
 
 /// Skips UTF-8 continuation bytes at the start of a cut buffer.
@@ -391,6 +425,31 @@ mod tests {
             session_id: "s".into(),
             spill_name: "out.txt".into(),
         }
+    }
+
+    #[tokio::test]
+    async fn nul_output_is_binary_output_and_costs_no_escaped_flood() {
+        let cap = Capture::new();
+        let nuls = vec![0u8; 50_000];
+        cap.pump(&nuls[..], &config(None, 64_000, 1 << 20)).await;
+        let snap = cap.snapshot();
+        assert_eq!(
+            snap.text,
+            "[binary output (50000 bytes) not shown. Redirect it to a file and inspect it with `od -c` or `xxd | head`]"
+        );
+        let json = serde_json::to_string(&snap.text).unwrap();
+        assert!(json.len() < 200, "{json}");
+        // Other control bytes in bulk are binary too; text with colours and tabs is not.
+        assert!(is_binary(&[1u8; 100]));
+        assert!(!is_binary(b"\x1b[31mred\x1b[0m\tcol\r\n"));
+        let delta = Capture::new();
+        delta
+            .pump(&nuls[..10], &config(None, 64_000, 1 << 20))
+            .await;
+        assert_eq!(
+            delta.read_delta().text,
+            "[10 bytes of binary output not shown]\n"
+        );
     }
 
     #[tokio::test]

@@ -100,6 +100,9 @@ pub(crate) async fn run(
                 ),
                 enforcement: confined.then(|| "bwrap".to_owned()),
                 runner_failed: None,
+                limit: confined
+                    .then(|| sandbox::limit_note(&outcome.output, policy))
+                    .flatten(),
             })
         }
     };

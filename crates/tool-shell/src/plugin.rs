@@ -256,6 +256,9 @@ impl Plugin for BashPlugin {
         if let Some(network) = ctx.service::<dsh_plugin::SandboxNetwork>() {
             sandbox.network = network.0;
         }
+        if let Some(limits) = ctx.service::<dsh_plugin::SandboxLimits>() {
+            sandbox.limits = limits.0;
+        }
         let standing = sandbox.clone();
         let bash = BashConfig {
             timeout_ms: config.timeout_ms,

@@ -289,6 +289,10 @@ impl ShellProcess {
         {
             let _ = self.child.start_kill();
         }
+        if let Control::Group(Some(pid)) = self.control {
+            // A confined command's pids cgroup, named after its launch (see `dsh-tool-guard`).
+            dsh_tool_guard::remove_pids_cgroup(pid.as_raw_nonzero().get().unsigned_abs());
+        }
         self.live.disarm();
     }
 }

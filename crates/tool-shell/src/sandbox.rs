@@ -21,6 +21,7 @@ use std::time::Instant;
 
 pub use dsh_tools::ApprovalPolicy;
 pub use dsh_tools::NetworkAccess;
+pub use dsh_tools::SandboxLimits;
 pub use dsh_tools::SandboxMode;
 
 use crate::bash::SandboxPermissions;
@@ -80,17 +81,27 @@ impl SandboxRunner {
             "ALL",
             "--unshare-user-try",
         ]);
+        // SysV shared memory, semaphores and queues are guarded by uid alone: as root, a
+        // command left in the host's IPC namespace could attach to root's segments.
+        args.flags(&["--unshare-ipc"]);
         if !policy.network_allowed() {
             args.flags(&["--unshare-net"]);
         }
+        // Recursive and read-only on every submount: `/sys` (cgroupfs, debugfs, tracefs,
+        // securityfs included) stays read-only whoever runs the command.
         args.pair("--ro-bind", "/", "/");
         // A fresh /dev: its null/zero/tty nodes stay writable in every mode; a plain `--bind`
         // of /dev/null would be mounted nodev and refuse writes. `/dev/tty` there names no
         // terminal: the command has none.
         args.one("--dev", Path::new("/dev"));
         args.one("--proc", Path::new("/proc"));
+        for (flag, source, dest) in kernel_masks() {
+            args.pair(flag, source, dest);
+        }
         let temps = temp_areas();
+        let tmp_bytes = policy.limits.tmp_size_mb.saturating_mul(1024 * 1024);
         for temp in &temps {
+            args.flags(&["--size", &tmp_bytes.to_string()]);
             args.one("--tmpfs", temp);
         }
         let root = &policy.workspace_root;
@@ -100,17 +111,34 @@ impl SandboxRunner {
             "--ro-bind"
         };
         args.pair(bind, root, root);
+        // Decided on canonical paths: a symlinked workdir must not bind a hidden area unseen.
+        let cwd = &std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         // A workdir outside the workspace stays visible (read-only) even inside a private area.
-        if !cwd.starts_with(root) && cwd.is_dir() {
+        let bound_cwd = (!cwd.starts_with(root) && cwd.is_dir()).then_some(cwd);
+        if let Some(cwd) = bound_cwd {
             args.pair("--ro-bind", cwd, cwd);
         }
+        // Hidden areas are masked after every bind that could show them: the workspace and a
+        // workdir bound above may lie inside a temp area, or hold a hidden area, or lie in one.
+        let mut cwd_hidden = false;
         for hidden in &policy.hidden {
+            let hidden = &std::fs::canonicalize(hidden).unwrap_or_else(|_| hidden.clone());
             // An area holding the workspace cannot be hidden without hiding the workspace.
-            if root.starts_with(hidden) || temps.iter().any(|temp| hidden.starts_with(temp)) {
+            if root.starts_with(hidden) {
+                continue;
+            }
+            // Under a private temp area a hidden path shows only through a bind.
+            let in_temp = temps.iter().any(|temp| hidden.starts_with(temp));
+            let shown = hidden.starts_with(root)
+                || bound_cwd.is_some_and(|cwd| hidden.starts_with(cwd) || cwd.starts_with(hidden));
+            if in_temp && !shown {
                 continue;
             }
             match std::fs::symlink_metadata(hidden) {
-                Ok(meta) if meta.is_dir() => args.one("--tmpfs", hidden),
+                Ok(meta) if meta.is_dir() => {
+                    args.one("--tmpfs", hidden);
+                    cwd_hidden |= cwd.starts_with(hidden);
+                }
                 Ok(_) => args.pair("--ro-bind", Path::new("/dev/null"), hidden),
                 Err(_) => {}
             }
@@ -132,12 +160,48 @@ impl SandboxRunner {
                 args.pair("--ro-bind", &protected, &protected);
             }
         }
+        if cwd_hidden {
+            // A workdir inside a hidden area is an empty folder, like the rest of the area.
+            args.one("--dir", cwd);
+        }
         args.one("--chdir", cwd);
         args.flags(&["--"]);
-        Some(Launch {
-            program: self.program.clone(),
-            args: args.0,
-        })
+        Some(confined_launch(&self.program, args.0, policy.limits))
+    }
+}
+
+/// bubblewrap with `bwrap_args`, started through the guard executable's confinement step
+/// (`dsh-tool-guard __dsh-confine`), which sets the process and memory limits and then
+/// becomes bubblewrap. bubblewrap has no option for either, and setting them in dsh's own
+/// spawn would need a `pre_exec` hook (fork instead of `posix_spawn`). Without a guard
+/// program (a library user that never set one) bubblewrap starts directly: only the `/tmp`
+/// size applies.
+fn confined_launch(bwrap: &Path, bwrap_args: Vec<OsString>, limits: SandboxLimits) -> Launch {
+    // A missing runner fails at dsh's own spawn, with the spawn error the model is told about.
+    let Some(guard) = crate::guard::program().filter(|_| bwrap.is_file()) else {
+        tracing::debug!(
+            "no guard program: confined commands run without process and memory limits"
+        );
+        return Launch {
+            program: bwrap.to_path_buf(),
+            args: bwrap_args,
+        };
+    };
+    let mut args: Vec<OsString> = vec![
+        dsh_tool_guard::CONFINE_ARG.into(),
+        limits.max_processes.to_string().into(),
+        limits
+            .max_memory_mb
+            .saturating_mul(1024 * 1024)
+            .to_string()
+            .into(),
+        "--".into(),
+        bwrap.into(),
+    ];
+    args.extend(bwrap_args);
+    Launch {
+        program: guard.to_path_buf(),
+        args,
     }
 }
 
@@ -157,6 +221,50 @@ impl Args {
         self.0.push(src.as_ref().into());
         self.0.push(dest.as_ref().into());
     }
+}
+
+/// Mounts that keep the kernel's tunables and triggers out of reach, whatever uid the command
+/// runs as. bubblewrap's `--proc` leaves `/proc/sys` writable when the command is (host) root:
+/// its "already read-only" check asks `access()`, which root passes. So every folder at the top
+/// of `/proc` that is not a process (`sys`, `irq`, `bus`, `fs`, `acpi`, `driver`, `tty`,
+/// `sysvipc`, `pressure`, …) is bound read-only over itself, and every top-level file that root
+/// alone may write or read (`sysrq-trigger`, `mtrr`, `kmsg`, `kpage*`, `timer_list`, …), and
+/// the kernel's memory and symbols (`kcore`, `kallsyms`), is masked by `/dev/null`: it reads
+/// as empty, never blocks, and a write reaches nothing. The list is read from the host's
+/// `/proc` once: the same kernel serves the sandbox's.
+fn kernel_masks() -> &'static [(&'static str, PathBuf, PathBuf)] {
+    static MASKS: std::sync::OnceLock<Vec<(&'static str, PathBuf, PathBuf)>> =
+        std::sync::OnceLock::new();
+    MASKS.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        const ALWAYS_MASKED: [&str; 3] = ["kcore", "kallsyms", "kmsg"];
+        let mut masks = Vec::new();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return masks;
+        };
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in entries {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            let path = Path::new("/proc").join(name);
+            let mode = meta.permissions().mode();
+            if meta.is_dir() {
+                masks.push(("--ro-bind", path.clone(), path));
+            } else if meta.is_file()
+                && (mode & 0o222 != 0 || mode & 0o004 == 0 || ALWAYS_MASKED.contains(&name))
+            {
+                masks.push(("--ro-bind", PathBuf::from("/dev/null"), path));
+            }
+        }
+        masks
+    })
 }
 
 /// `/tmp` and the OS temp dir, canonical and without repeats: each confined command gets a
@@ -334,6 +442,8 @@ pub struct SandboxPolicy {
     pub hidden: Vec<PathBuf>,
     /// Read-only views re-opened inside hidden areas (the session's own log, skills).
     pub exposed: Vec<PathBuf>,
+    /// What one confined command may use.
+    pub limits: SandboxLimits,
 }
 
 impl SandboxPolicy {
@@ -348,7 +458,13 @@ impl SandboxPolicy {
             network: NetworkAccess::default(),
             hidden: default_hidden(),
             exposed: Vec::new(),
+            limits: SandboxLimits::default(),
         }
+    }
+
+    pub fn with_limits(mut self, limits: SandboxLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn with_approval(mut self, approval: ApprovalPolicy) -> Self {
@@ -442,6 +558,8 @@ pub struct SandboxConfig {
     pub network: NetworkAccess,
     /// Hidden from confined commands, on top of the credential folders of `$HOME`.
     pub hidden: Vec<PathBuf>,
+    /// What one confined command may use.
+    pub limits: SandboxLimits,
 }
 
 impl SandboxConfig {
@@ -453,6 +571,7 @@ impl SandboxConfig {
             runner: SandboxRunner::bwrap(),
             network: NetworkAccess::default(),
             hidden: Vec::new(),
+            limits: SandboxLimits::default(),
         }
     }
 
@@ -481,6 +600,7 @@ impl SandboxConfig {
             network: self.network,
             hidden: default_hidden(),
             exposed: Vec::new(),
+            limits: self.limits,
         }
         .hiding(self.hidden.iter().cloned())
     }
@@ -563,13 +683,61 @@ pub fn runner_failed_marker(mode: SandboxMode) -> String {
 }
 
 /// `bwrap`'s own setup error (it exits 1 having printed `bwrap: …` before the command could
-/// write anything); returns that line.
+/// write anything), or the confinement step's (exit 125, `dsh confine: …`); returns that line.
 pub fn runner_failure(exit_code: Option<i32>, stderr: &str) -> Option<String> {
-    if exit_code != Some(1) {
-        return None;
-    }
     let first = stderr.lines().next()?;
-    first.starts_with("bwrap: ").then(|| first.to_owned())
+    let ours = match exit_code {
+        Some(1) => first.starts_with("bwrap: "),
+        Some(125) => first.starts_with("dsh confine: "),
+        _ => false,
+    };
+    ours.then(|| first.to_owned())
+}
+
+/// The note for a confined command whose stderr shows it ran into one of its limits: a fork
+/// refused (`max_processes`), an allocation refused (`max_memory_mb`), or no space left (the
+/// private `/tmp` is the one size-limited area a confined command writes besides the
+/// workspace's disk: `tmp_size_mb`). Each names the setting that raises the limit.
+pub fn limit_note(stderr: &str, policy: &SandboxPolicy) -> Option<String> {
+    const ALLOCATION_REFUSED: [&str; 7] = [
+        "Cannot allocate memory",
+        "cannot allocate memory",
+        "MemoryError",
+        "std::bad_alloc",
+        "memory allocation of",
+        "out of memory",
+        "xmalloc: cannot allocate",
+    ];
+    let limits = policy.limits;
+    let has = |needles: &[&str]| {
+        stderr
+            .lines()
+            .any(|l| needles.iter().any(|n| l.contains(n)))
+    };
+    let fork_refused = stderr.lines().any(|line| {
+        let lower = line.to_ascii_lowercase();
+        lower.contains("fork")
+            && (lower.contains("resource temporarily unavailable") || lower.contains("eagain"))
+    });
+    if fork_refused {
+        return Some(format!(
+            "[sandbox: the command reached its process limit ({} processes and threads); raise [plugins.sandbox] max_processes to allow more]",
+            limits.max_processes
+        ));
+    }
+    if has(&ALLOCATION_REFUSED) {
+        return Some(format!(
+            "[sandbox: a process of the command reached its memory limit ({} MiB); raise [plugins.sandbox] max_memory_mb to allow more]",
+            limits.max_memory_mb
+        ));
+    }
+    if has(&["No space left on device"]) {
+        return Some(format!(
+            "[sandbox: no space left: the command's private /tmp holds at most {} MiB (or the disk is full); raise [plugins.sandbox] tmp_size_mb to allow more]",
+            limits.tmp_size_mb
+        ));
+    }
+    None
 }
 
 /// Whether stderr shows a write the sandbox refused. `Read-only file system` is always ours
@@ -795,7 +963,85 @@ mod tests {
     }
 
     #[test]
+    fn kernel_tunables_are_bound_read_only_and_triggers_masked() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = launch_text(SandboxMode::WorkspaceWrite, dir.path()).unwrap();
+        let proc_at = text.iter().position(|a| a == "--proc").unwrap();
+        let sys_at = text
+            .windows(3)
+            .position(|w| w == ["--ro-bind", "/proc/sys", "/proc/sys"])
+            .expect("/proc/sys is bound read-only");
+        assert!(sys_at > proc_at, "the read-only bind must follow --proc");
+        if Path::new("/proc/kmsg").exists() {
+            assert!(
+                text.windows(3)
+                    .any(|w| w == ["--ro-bind", "/dev/null", "/proc/kmsg"])
+            );
+        }
+        assert!(text.contains(&"--unshare-ipc".to_owned()));
+        let size_at = text.iter().position(|a| a == "--size").unwrap();
+        assert_eq!(text[size_at + 1], (1024u64 * 1024 * 1024).to_string());
+        assert_eq!(text[size_at + 2], "--tmpfs");
+    }
+
+    #[test]
+    fn a_hidden_area_under_a_temp_area_is_masked_when_the_workdir_shows_it() {
+        let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+        let home = tempfile::tempdir_in(&tmp).unwrap();
+        let home = std::fs::canonicalize(home.path()).unwrap();
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let policy = SandboxConfig::new(SandboxMode::ReadOnly)
+            .policy_for(ws.path())
+            .with_runner(SandboxRunner::at("/usr/bin/bwrap"))
+            .hiding([home.join(".ssh")]);
+        let text = |cwd: &Path| -> Vec<String> {
+            policy
+                .launch(cwd)
+                .unwrap()
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let ssh = home.join(".ssh").display().to_string();
+        let masked = |args: &[String]| args.windows(2).any(|w| w[0] == "--tmpfs" && w[1] == ssh);
+        assert!(!masked(&text(ws.path())), "unseen under the private /tmp");
+        assert!(masked(&text(&home)), "the workdir holds it");
+        let inside = text(&home.join(".ssh"));
+        assert!(masked(&inside), "the workdir is in it");
+        assert!(inside.windows(2).any(|w| w[0] == "--dir" && w[1] == ssh));
+    }
+
+    #[test]
+    fn limit_notes_name_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = policy(SandboxMode::WorkspaceWrite, dir.path()).with_limits(SandboxLimits {
+            max_processes: 64,
+            max_memory_mb: 128,
+            tmp_size_mb: 16,
+        });
+        let note = |stderr: &str| limit_note(stderr, &policy).unwrap_or_default();
+        assert!(
+            note("bash: fork: retry: Resource temporarily unavailable")
+                .contains("(64 processes and threads); raise [plugins.sandbox] max_processes")
+        );
+        assert!(note("MemoryError").contains("(128 MiB); raise [plugins.sandbox] max_memory_mb"));
+        assert!(
+            note("head: error writing 'standard output': No space left on device").contains(
+                "at most 16 MiB (or the disk is full); raise [plugins.sandbox] tmp_size_mb"
+            )
+        );
+        assert_eq!(limit_note("all good", &policy), None);
+    }
+
+    #[test]
     fn runner_failure_lines() {
+        assert_eq!(
+            runner_failure(Some(125), "dsh confine: expected the process limit\n"),
+            Some("dsh confine: expected the process limit".to_owned())
+        );
+        assert_eq!(runner_failure(Some(125), "bash: x\n"), None);
         assert_eq!(
             runner_failure(
                 Some(1),

@@ -101,6 +101,7 @@ pub use result::ResultView;
 pub use result::ToolResult;
 pub use sandbox::ApprovalPolicy;
 pub use sandbox::NetworkAccess;
+pub use sandbox::SandboxLimits;
 pub use sandbox::SandboxMode;
 pub use terminal::ClientTerminals;
 pub use terminal::TerminalCommand;

@@ -91,6 +91,31 @@ pub enum NetworkAccess {
     Deny,
 }
 
+/// What one confined command may use (`[plugins.sandbox]`): its processes (threads count),
+/// the memory each of its processes may allocate, and the size of its private `/tmp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SandboxLimits {
+    pub max_processes: u64,
+    pub max_memory_mb: u64,
+    pub tmp_size_mb: u64,
+}
+
+impl SandboxLimits {
+    pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
+    pub const DEFAULT_MAX_MEMORY_MB: u64 = 4096;
+    pub const DEFAULT_TMP_SIZE_MB: u64 = 1024;
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            max_processes: Self::DEFAULT_MAX_PROCESSES,
+            max_memory_mb: Self::DEFAULT_MAX_MEMORY_MB,
+            tmp_size_mb: Self::DEFAULT_TMP_SIZE_MB,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

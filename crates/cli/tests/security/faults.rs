@@ -531,7 +531,7 @@ fn one_tool_scenario(
     )
 }
 
-fn log_bytes(case: &Case) -> u64 {
+pub(super) fn log_bytes(case: &Case) -> u64 {
     let mut logs = Vec::new();
     collect_logs(&case.home_path().join("sessions"), &mut logs);
     logs.iter()

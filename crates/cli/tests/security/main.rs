@@ -3,9 +3,15 @@
 //! way out that existed; see `docs/security.md` for what each mode promises.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod areas;
+mod blocking;
+mod durable;
 mod escapes;
 mod faults;
+mod growth;
+mod kernel;
 mod key;
+mod limits;
 mod spawn;
 mod support;
 mod terminal;

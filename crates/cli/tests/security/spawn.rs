@@ -248,10 +248,24 @@ async fn every_tool_spawn_stays_on_posix_spawn() {
             .lines()
             .filter(|line| line.contains("execve(\"/proc/self/exe\""))
             .count();
+        // Confined commands start through the same executable's confinement step (limits,
+        // then `exec` of bwrap), never under a guard: bwrap's namespace is their boundary.
+        let confine_execs = trace
+            .lines()
+            .filter(|line| {
+                line.contains(&format!("execve(\"{}\"", guard.display()))
+                    && line.contains(&format!("\"{}\"", dsh_tool_guard::CONFINE_ARG))
+            })
+            .count();
         if mode == "danger-full-access" {
             assert!(guard_execs >= 2, "{mode}: the guard never ran:\n{trace}");
+            assert_eq!(confine_execs, 0, "{mode}: a confinement step:\n{trace}");
         } else {
-            assert_eq!(guard_execs, 0, "{mode}: a guard under bwrap:\n{trace}");
+            assert!(confine_execs >= 2, "{mode}: no confinement step:\n{trace}");
+            assert_eq!(
+                guard_execs, confine_execs,
+                "{mode}: a guard under bwrap:\n{trace}"
+            );
         }
         assert_eq!(self_execs, 0, "{mode}: dsh re-executed itself:\n{trace}");
         let forks = forks_by_dsh(&trace, root, &dsh);
