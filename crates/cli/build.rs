@@ -9,6 +9,10 @@
 //! `GLIBC_ABI_DT_RELR` version dependency, so an older glibc refuses the binary at load instead
 //! of misrunning it. The flag is only passed when a probe program links with it and runs here,
 //! which also keeps cross builds (that cannot run the probe) on the plain layout.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a build script probes the toolchain; no child of dsh"
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

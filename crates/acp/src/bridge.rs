@@ -134,6 +134,24 @@ fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
     }
 }
 
+/// A session's folder must exist and be a folder: `write` would otherwise create it (and the
+/// session would work in a folder the editor never opened), as `dsh exec -C` refuses too.
+fn check_session_folder(cwd: &Path) -> Result<(), RpcError> {
+    check_cwd(cwd)?;
+    let problem = match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => "not a directory".to_owned(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            "no such directory".to_owned()
+        }
+        Err(error) => error.to_string(),
+    };
+    Err(invalid_params(texts::cwd_not_a_folder(
+        &cwd.to_string_lossy(),
+        &problem,
+    )))
+}
+
 impl Bridge {
     pub(crate) fn new(sessions: dsh_host::SessionHost, config: BridgeConfig) -> Self {
         Self {
@@ -260,7 +278,7 @@ impl Bridge {
         connection: ConnectionTo<Client>,
     ) -> Result<(NewSessionResponse, Arc<Session>), RpcError> {
         self.ensure_open()?;
-        check_cwd(&request.cwd)?;
+        check_session_folder(&request.cwd)?;
         self.host
             .check_credentials()
             .map_err(crate::error::Failure::into_rpc)?;
@@ -332,7 +350,7 @@ impl Bridge {
         request: LoadSessionRequest,
         connection: ConnectionTo<Client>,
     ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
-        check_cwd(&request.cwd)?;
+        check_session_folder(&request.cwd)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
         }

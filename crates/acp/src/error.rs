@@ -109,6 +109,10 @@ pub mod texts {
         format!("cwd must be an absolute path: {cwd}")
     }
 
+    pub fn cwd_not_a_folder(cwd: &str, problem: &str) -> String {
+        format!("cwd is not an existing folder: {cwd} ({problem})")
+    }
+
     pub fn unknown_session(id: &str) -> String {
         format!("unknown session: {id}")
     }

@@ -14,7 +14,6 @@ use dsh_plan_mode::PlanMode;
 use dsh_plan_mode::modes;
 use dsh_session::data::RequestHeader;
 use dsh_tools::ImageAttachment;
-use dsh_tools::ToolRegistry;
 
 use crate::error::Failure;
 use crate::images::ImageInput;
@@ -46,8 +45,8 @@ pub(crate) type ModeWatch = Arc<dyn Fn(&str, &dsh_session::Event) -> Option<Stri
 /// An agent ready to be driven, plus what the bridge needs to render it.
 pub(crate) struct SessionParts {
     pub agent: AgentHandle,
-    /// The registry the agent's tools live in: the bridge asks it for each tool's presenters.
-    pub tools: Option<Arc<ToolRegistry>>,
+    /// Where the agent's transcript gets its tools' cards and its plugins' items.
+    pub presentation: dsh_transcript::Presentation,
     pub modes: Option<ModeState>,
     /// Moves `modes.current` when the log says the mode changed.
     pub mode_watch: Option<ModeWatch>,
@@ -276,9 +275,10 @@ impl AcpHost {
             }
         }
         let mode_watch = plan.is_some().then(|| Arc::new(modes::follow) as ModeWatch);
+        let presentation = self.sessions.presentation(&agent);
         SessionParts {
             agent,
-            tools: Some(self.sessions.registry()),
+            presentation,
             modes: Some(ModeState { current, available }),
             mode_watch,
         }

@@ -1,5 +1,6 @@
-//! Committed session events → ACP `session/update`s (§1B). One function serves live streaming
-//! and `session/load` replay, so a reopened session shows the same conversation and cards.
+//! Display items of the session's transcript (`dsh_transcript`) → ACP `session/update`s
+//! (§1B). The one fold serves live streaming and `session/load` replay, so a reopened session
+//! shows the same conversation and cards; this file only renders items, one exhaustive match.
 //!
 //! Deliberate differences from the reference: a retry notice is an `agent_thought_chunk` (not
 //! message text) and a failed turn adds no notice chunk, so the concatenated
@@ -19,23 +20,16 @@ use agent_client_protocol::v1::schema::SessionInfoUpdate;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::TextContent;
 use base64::Engine;
-use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
-use dsh_protocol::StreamChunk;
 use dsh_session::Event;
-use dsh_session::SurfaceOp;
-use dsh_session::data::AssistantChunk;
-use dsh_session::data::LlmRetry;
-use dsh_session::data::SessionTitle;
-use dsh_session::data::ToolCall;
-use dsh_session::data::ToolResult;
-use dsh_session::data::UserMessage;
-use dsh_tool_todo::TodoStatus;
-use dsh_tool_todo::TodoWrite;
 use dsh_tools::ImageAttachment;
-use dsh_tools::ResultView;
-use dsh_tools::ToolDefinition;
-use dsh_tools::ToolRegistry;
+use dsh_transcript::Fold;
+use dsh_transcript::Item;
+use dsh_transcript::PlanStatus;
+use dsh_transcript::Presentation;
+use dsh_transcript::ToolCallItem;
+use dsh_transcript::ToolResultItem;
+use dsh_transcript::TranscriptItem;
 use serde_json::Value;
 
 use crate::cards::RenderContext;
@@ -44,21 +38,21 @@ use crate::cards::result_update;
 use crate::images::PromptImageStore;
 use crate::time::iso_millis;
 
-/// A call whose result has not arrived yet.
-struct PendingCall {
-    name: String,
-    arguments: Value,
+/// A call the client was shown that has no result yet.
+struct ShownCall {
+    arguments: Arc<Value>,
     terminal: bool,
     /// The `tool_call` the client was sent (a permission request repeats it).
     shown: agent_client_protocol::v1::schema::ToolCall,
 }
 
-/// Per-session renderer: remembers `callId → (name, parsed args, card kind)` until the result.
+/// Per-session renderer: the transcript fold, and what the client was shown of each call
+/// until its result.
 pub(crate) struct Presenter {
     ctx: RenderContext,
-    tools: Option<Arc<ToolRegistry>>,
-    scope: Option<Scope>,
-    calls: HashMap<String, PendingCall>,
+    presentation: Presentation,
+    fold: Fold,
+    calls: HashMap<String, ShownCall>,
     /// Calls running in a client terminal: their card shows it, and the result keeps it.
     client_terminals: HashMap<String, String>,
     /// Where replayed user images are re-read from.
@@ -66,15 +60,11 @@ pub(crate) struct Presenter {
 }
 
 impl Presenter {
-    pub(crate) fn new(
-        ctx: RenderContext,
-        tools: Option<Arc<ToolRegistry>>,
-        scope: Option<Scope>,
-    ) -> Self {
+    pub(crate) fn new(ctx: RenderContext, presentation: Presentation) -> Self {
         Self {
             ctx,
-            tools,
-            scope,
+            presentation,
+            fold: Fold::new(),
             calls: HashMap::new(),
             client_terminals: HashMap::new(),
             images: None,
@@ -106,12 +96,6 @@ impl Presenter {
         }
     }
 
-    fn definition(&self, name: &str) -> Option<Arc<ToolDefinition>> {
-        self.tools
-            .as_ref()
-            .and_then(|tools| tools.get(name, self.scope.as_ref()))
-    }
-
     /// Whether `call_id` is a call the client was shown and that has no result yet, and if so
     /// whether its card is a client-side terminal.
     pub(crate) fn pending_terminal(&self, call_id: &str) -> Option<bool> {
@@ -125,7 +109,7 @@ impl Presenter {
     ) -> Option<(&agent_client_protocol::v1::schema::ToolCall, &Value)> {
         self.calls
             .get(call_id)
-            .map(|call| (&call.shown, &call.arguments))
+            .map(|call| (&call.shown, call.arguments.as_ref()))
     }
 
     /// Puts a client terminal on a shown call's card; the update to send, `None` when the call
@@ -148,90 +132,94 @@ impl Presenter {
     /// The updates one committed event produces. `replay` adds the user's own messages, which a
     /// live client already shows.
     pub(crate) fn map(&mut self, event: &Event, replay: bool) -> Vec<SessionUpdate> {
-        if let Some(Ok(chunk)) = event.decode::<AssistantChunk>() {
-            return match chunk.chunk {
-                StreamChunk::TextDelta { text, .. } if !text.is_empty() => {
-                    vec![message_chunk(text)]
-                }
-                StreamChunk::ReasoningDelta { text, .. } if !text.is_empty() => {
-                    vec![thought_chunk(text)]
-                }
-                _ => Vec::new(),
-            };
+        let mut updates = Vec::new();
+        for item in self.fold.apply(&self.presentation, event) {
+            self.render(item, replay, &mut updates);
         }
-        if let Some(Ok(call)) = event.decode::<ToolCall>() {
-            return vec![self.call(call)];
-        }
-        if let Some(Ok(result)) = event.decode::<ToolResult>() {
-            // Replacement results (pruning, compaction) rewrite history, not the call's outcome.
-            if event.surface_op().is_some_and(|op| op != SurfaceOp::Append) {
-                return Vec::new();
-            }
-            return self.result(result).into_iter().collect();
-        }
-        if let Some(Ok(retry)) = event.decode::<LlmRetry>() {
-            let of = retry.max_retries.map_or_else(
-                || retry.retry.to_string(),
-                |max| format!("{}/{max}", retry.retry),
-            );
-            let notice = format!(
-                "\n\n[Previous model attempt discarded; retrying {of} in {}ms: {}]\n\n",
-                retry.delay_ms, retry.failure.message
-            );
-            return vec![thought_chunk(notice)];
-        }
-        if let Some(Ok(todos)) = event.decode::<TodoWrite>() {
-            let entries = todos
-                .todos
-                .into_iter()
-                .map(|todo| {
-                    let status = match todo.status {
-                        TodoStatus::Pending => PlanEntryStatus::Pending,
-                        TodoStatus::InProgress => PlanEntryStatus::InProgress,
-                        TodoStatus::Completed => PlanEntryStatus::Completed,
-                    };
-                    PlanEntry::new(todo.content, PlanEntryPriority::Medium, status)
-                })
-                .collect();
-            return vec![SessionUpdate::Plan(Plan::new(entries))];
-        }
-        if let Some(Ok(title)) = event.decode::<SessionTitle>() {
-            let info = SessionInfoUpdate::new()
-                .title(title.title)
-                .updated_at(iso_millis(event.time));
-            return vec![SessionUpdate::SessionInfoUpdate(info)];
-        }
-        if replay && let Some(Ok(UserMessage(message))) = event.decode::<UserMessage>() {
-            // Only what the user typed: runtime-context snapshots and plugin notes are not theirs.
-            if message.source.kind() != "user" {
-                return Vec::new();
-            }
-            return message
-                .content
-                .iter()
-                .filter_map(|block| match block {
-                    ContentBlock::Text { text } if !text.is_empty() => {
-                        Some(AcpBlock::Text(TextContent::new(text.clone())))
-                    }
-                    ContentBlock::Image { attachment } => self.stored_image(attachment),
-                    _ => None,
-                })
-                .map(|block| SessionUpdate::UserMessageChunk(ContentChunk::new(block)))
-                .collect();
-        }
-        Vec::new()
+        updates
     }
 
-    fn call(&mut self, call: ToolCall) -> SessionUpdate {
-        let arguments = parse_arguments(&call.arguments);
-        let definition = self.definition(&call.name);
-        let card = dsh_tools::call_card(definition.as_deref(), &call.name, &arguments);
-        let (update, terminal) = call_update(&call.call_id, &card, &arguments, &self.ctx);
+    /// One item as `session/update`s. Items ACP has no update for render nothing.
+    fn render(&mut self, item: TranscriptItem, replay: bool, out: &mut Vec<SessionUpdate>) {
+        match item.item {
+            Item::AssistantText(delta) if !delta.text.is_empty() => {
+                out.push(message_chunk(delta.text))
+            }
+            Item::Thought(delta) if !delta.text.is_empty() => out.push(thought_chunk(delta.text)),
+            Item::ToolCall(call) => out.push(self.call(call)),
+            Item::ToolResult(result) => out.push(self.result(result)),
+            Item::Retry(retry) => {
+                let of = retry.max_retries.map_or_else(
+                    || retry.retry.to_string(),
+                    |max| format!("{}/{max}", retry.retry),
+                );
+                out.push(thought_chunk(format!(
+                    "\n\n[Previous model attempt discarded; retrying {of} in {}ms: {}]\n\n",
+                    retry.delay_ms, retry.message
+                )));
+            }
+            Item::Plan(entries) => {
+                let entries = entries
+                    .into_iter()
+                    .map(|entry| {
+                        let status = match entry.status {
+                            PlanStatus::Pending => PlanEntryStatus::Pending,
+                            PlanStatus::InProgress => PlanEntryStatus::InProgress,
+                            PlanStatus::Completed => PlanEntryStatus::Completed,
+                        };
+                        PlanEntry::new(entry.content, PlanEntryPriority::Medium, status)
+                    })
+                    .collect();
+                out.push(SessionUpdate::Plan(Plan::new(entries)));
+            }
+            Item::Title(title) => {
+                let info = SessionInfoUpdate::new()
+                    .title(title)
+                    .updated_at(iso_millis(item.time));
+                out.push(SessionUpdate::SessionInfoUpdate(info));
+            }
+            // Only what the person typed, and only on replay: a live client already shows it.
+            Item::User(user) if replay && user.attributed => {
+                for block in &user.content {
+                    let block = match block {
+                        ContentBlock::Text { text } if !text.is_empty() => {
+                            Some(AcpBlock::Text(TextContent::new(text.clone())))
+                        }
+                        ContentBlock::Image { attachment } => self.stored_image(attachment),
+                        _ => None,
+                    };
+                    if let Some(block) = block {
+                        out.push(SessionUpdate::UserMessageChunk(ContentChunk::new(block)));
+                    }
+                }
+            }
+            // The mode follows the log through the session's mode watch (`current_mode_update`);
+            // usage goes out as `usage_update` from the token meter; approvals and questions are
+            // asked live (`session/request_permission`, elicitation), never replayed.
+            Item::User(_)
+            | Item::AssistantText(_)
+            | Item::Thought(_)
+            | Item::AssistantDone(_)
+            | Item::TurnStarted
+            | Item::TurnEnded(_)
+            | Item::Mode(_)
+            | Item::Usage(_)
+            | Item::Notice(_)
+            | Item::ApprovalAsked(_)
+            | Item::ApprovalSettled(_)
+            | Item::QuestionAsked(_)
+            | Item::Child(_) => {}
+            // A newer item kind: nothing to show until ACP learns it.
+            _ => {}
+        }
+    }
+
+    fn call(&mut self, call: ToolCallItem) -> SessionUpdate {
+        let (update, terminal) = call_update(&call.call_id, &call.card, &call.arguments, &self.ctx);
         self.calls.insert(
             call.call_id,
-            PendingCall {
-                name: call.name,
-                arguments,
+            ShownCall {
+                arguments: call.arguments,
                 terminal,
                 shown: update.clone(),
             },
@@ -239,74 +227,27 @@ impl Presenter {
         SessionUpdate::ToolCall(update)
     }
 
-    fn result(&mut self, result: ToolResult) -> Option<SessionUpdate> {
-        let call_id = tool_call_id(&result.message.content)?;
-        let view = ResultView {
-            content: result_content(&result.message.content),
-            is_error: result_is_error(&result.message.content),
-            meta: result.meta.clone(),
-        };
-        let pending = self.calls.remove(&call_id);
-        let card = pending.as_ref().and_then(|pending| {
-            let definition = self.definition(&pending.name);
-            dsh_tools::result_card(definition.as_deref(), &pending.arguments, &view)
-        });
+    fn result(&mut self, result: ToolResultItem) -> SessionUpdate {
+        let call_id = result.call_id;
+        let shown = self.calls.remove(&call_id);
         if self.client_terminals.remove(&call_id).is_some() {
             // The card shows the client's terminal; a content here would replace it.
-            return Some(SessionUpdate::ToolCallUpdate(
-                crate::cards::client_terminal_result(&call_id, view.is_error),
+            return SessionUpdate::ToolCallUpdate(crate::cards::client_terminal_result(
+                &call_id,
+                result.view.is_error,
             ));
         }
-        let terminal = pending.as_ref().is_some_and(|p| p.terminal);
+        let terminal = shown.as_ref().is_some_and(|shown| shown.terminal);
         let update = result_update(
             &call_id,
-            card,
-            &view.content,
-            view.is_error,
+            result.card,
+            &result.view.content,
+            result.view.is_error,
             terminal,
             &self.ctx,
         );
-        Some(SessionUpdate::ToolCallUpdate(update))
+        SessionUpdate::ToolCallUpdate(update)
     }
-}
-
-/// Arguments as the presenter sees them: parsed JSON, the raw string when unparsable, `{}`
-/// when empty.
-fn parse_arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return Value::Object(serde_json::Map::new());
-    }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
-}
-
-/// The call id of a tool-result message: its `tool-result` block names it.
-fn tool_call_id(content: &[ContentBlock]) -> Option<String> {
-    content.iter().find_map(|block| match block {
-        ContentBlock::ToolResult { tool_call_id, .. } => Some(tool_call_id.clone()),
-        _ => None,
-    })
-}
-
-fn result_content(content: &[ContentBlock]) -> Vec<ContentBlock> {
-    content
-        .iter()
-        .find_map(|block| match block {
-            ContentBlock::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .unwrap_or_default()
-}
-
-fn result_is_error(content: &[ContentBlock]) -> bool {
-    content.iter().any(|block| {
-        matches!(
-            block,
-            ContentBlock::ToolResult {
-                is_error: Some(true),
-                ..
-            }
-        )
-    })
 }
 
 pub(crate) fn message_chunk(text: String) -> SessionUpdate {

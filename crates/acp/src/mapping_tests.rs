@@ -1,10 +1,22 @@
+use dsh_kernel::Scope;
 use dsh_protocol::LlmFailure;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
+use dsh_protocol::StreamChunk;
+use dsh_session::SurfaceOp;
+use dsh_session::data::AssistantChunk;
 use dsh_session::data::EventData;
+use dsh_session::data::LlmRetry;
 use dsh_session::data::RetryMode;
+use dsh_session::data::SessionTitle;
 use dsh_session::data::TitleSource;
+use dsh_session::data::ToolCall;
+use dsh_session::data::ToolResult;
+use dsh_session::data::UserMessage;
 use dsh_tool_todo::Todo;
+use dsh_tool_todo::TodoStatus;
+use dsh_tool_todo::TodoWrite;
+use dsh_tools::ToolRegistry;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -20,14 +32,35 @@ fn event<T: EventData>(seq: u64, data: &T, surface_op: Option<SurfaceOp>) -> Eve
     .with_surface(surface_op, None)
 }
 
+/// The presenters the todo plugin registers when it mounts (the plan is its event).
+fn presentation(tools: Option<(Arc<dsh_tools::ToolRegistry>, dsh_kernel::Scope)>) -> Presentation {
+    let presenters = Arc::new(dsh_transcript::EventPresenters::new());
+    let root = dsh_kernel::Scope::root();
+    presenters
+        .register(
+            &root,
+            dsh_tool_todo::TodoWrite::KIND,
+            dsh_tool_todo::present,
+        )
+        .unwrap();
+    let (tools, scope) = match tools {
+        Some((tools, scope)) => (Some(tools), Some(scope)),
+        None => (None, Some(root)),
+    };
+    Presentation {
+        tools,
+        scope,
+        presenters: Some(presenters),
+    }
+}
+
 fn presenter() -> Presenter {
     Presenter::new(
         RenderContext {
             cwd: "/ws".into(),
             terminal_output: false,
         },
-        None,
-        None,
+        presentation(None),
     )
 }
 
@@ -150,13 +183,13 @@ fn user_messages_are_replayed_but_never_echoed_live() {
             .is_empty()
     );
     assert_eq!(
-        wire(p.map(&event(1, &typed, Some(SurfaceOp::Append)), true)),
+        wire(p.map(&event(2, &typed, Some(SurfaceOp::Append)), true)),
         vec![
             json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello"}})
         ]
     );
     assert!(
-        p.map(&event(2, &snapshot, Some(SurfaceOp::Append)), true)
+        p.map(&event(3, &snapshot, Some(SurfaceOp::Append)), true)
             .is_empty()
     );
 }
@@ -190,19 +223,12 @@ fn unknown_tools_get_generic_cards_and_replacements_no_update() {
     let replaced = SurfaceOp::Replace { start: 0, end: 1 };
     assert!(p.map(&event(8, &result, Some(replaced)), false).is_empty());
     assert_eq!(
-        wire(p.map(&event(8, &result, Some(SurfaceOp::Append)), false)),
+        wire(p.map(&event(9, &result, Some(SurfaceOp::Append)), false)),
         vec![
             json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
             "content": [{"type": "content", "content": {"type": "text", "text": "Error: boom"}}]})
         ]
     );
-}
-
-#[test]
-fn arguments_that_do_not_parse_stay_raw() {
-    assert_eq!(parse_arguments(""), json!({}));
-    assert_eq!(parse_arguments("{oops"), json!("{oops"));
-    assert_eq!(parse_arguments("{\"x\":[1]}"), json!({"x": [1]}));
 }
 
 #[test]
@@ -257,8 +283,7 @@ fn cards_carry_absolute_paths_and_the_arguments_object() {
             cwd: "/ws".into(),
             terminal_output: false,
         },
-        Some(registry),
-        Some(root),
+        presentation(Some((registry, root))),
     );
     let call = |id: &str, name: &str, arguments: &str| ToolCall {
         turn: 1,
@@ -309,8 +334,7 @@ fn every_update_kind_validates_against_the_acp_schema() {
             cwd: "/ws".into(),
             terminal_output: true,
         },
-        None,
-        None,
+        presentation(None),
     );
     let chunk = |chunk: StreamChunk| AssistantChunk {
         turn: 1,

@@ -284,7 +284,7 @@ impl Session {
     ) -> Result<Arc<Self>, String> {
         let SessionParts {
             agent,
-            tools,
+            presentation,
             modes,
             mode_watch,
         } = parts;
@@ -294,7 +294,7 @@ impl Session {
             cwd: cwd.clone(),
             terminal_output,
         };
-        let presenter = Presenter::new(ctx, tools, Some(agent.scope().clone())).with_images(images);
+        let presenter = Presenter::new(ctx, presentation).with_images(images);
         let live = Arc::new(LiveOutput::default());
         let delivery = Arc::new(Mutex::new(Delivery {
             session_id: id.clone(),

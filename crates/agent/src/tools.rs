@@ -19,6 +19,7 @@ use dsh_tools::ToolCallInput;
 use dsh_tools::ToolError;
 use dsh_tools::ToolResult;
 use dsh_tools::messages;
+use dsh_tools::parse_arguments;
 use futures::FutureExt;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -41,15 +42,6 @@ struct Call {
     name: String,
     raw: String,
     arguments: Value,
-}
-
-/// Empty → `{}`; invalid JSON → the raw string, so a typed tool reports that its arguments
-/// must be an object instead of the loop inventing an error.
-pub(crate) fn parse_arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return Value::Object(serde_json::Map::new());
-    }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
 }
 
 impl AgentHandle {
@@ -300,18 +292,5 @@ impl AgentHandle {
             .log
             .append_data(&data, Some(SurfaceIntent::append_from(vec![event.seq])))?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn arguments_parse_empty_as_object_and_pass_invalid_json_through() {
-        assert_eq!(parse_arguments(""), json!({}));
-        assert_eq!(parse_arguments("{\"a\":1}"), json!({"a": 1}));
-        assert_eq!(parse_arguments("{oops"), json!("{oops"));
     }
 }

@@ -52,19 +52,15 @@ impl ShellExecutor for LocalShell {
     fn run(&self, script: String) -> BoxFuture<'static, Result<ShellOutput, String>> {
         let env = self.env.clone();
         Box::pin(async move {
-            let mut command = tokio::process::Command::new("sh");
+            // The filtered environment every dsh child gets: no provider key.
+            let mut command =
+                dsh_process::command("sh", &dsh_process::ChildEnv::inherited().with(env));
             command
                 .arg("-c")
                 .arg(script)
                 .stdin(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .kill_on_drop(true)
-                // The filtered environment every dsh child gets: no provider key.
-                .env_clear()
-                .envs(dsh_secrets::parent_env());
-            for (k, v) in env {
-                command.env(k, v);
-            }
+                .kill_on_drop(true);
             let output = command.output().await.map_err(|e| e.to_string())?;
             Ok(ShellOutput {
                 exit_code: output.status.code(),

@@ -95,6 +95,25 @@ pub struct ExecArgs {
     pub output_last_message: Option<PathBuf>,
 }
 
+impl ExecArgs {
+    /// A new session's task with every other flag at its default (`dsh --profile headless`).
+    pub fn task(task: Vec<String>, cwd: Option<PathBuf>, model: Option<String>) -> Self {
+        Self {
+            task,
+            cwd,
+            model,
+            sandbox: None,
+            approval: None,
+            config: Vec::new(),
+            resume: None,
+            continue_last: false,
+            fork: None,
+            output: Output::Text,
+            output_last_message: None,
+        }
+    }
+}
+
 /// The command-line overrides as configuration values.
 fn overrides_of(args: &ExecArgs) -> anyhow::Result<Overrides> {
     let mut overrides = crate::host::overrides();

@@ -32,21 +32,35 @@ pub fn overrides() -> Overrides {
 /// stderr.
 pub fn load(cwd: &Path, overrides: &Overrides) -> anyhow::Result<Config> {
     let config = Config::load(cwd, overrides)?;
-    if let Some(notice) = config
-        .project
-        .as_ref()
-        .and_then(dsh_host::ProjectLayer::notice)
-    {
+    for notice in config.trust_notices() {
         note!("{notice}");
     }
     Ok(config)
 }
 
 /// Loads every configuration layer for `cwd`, builds the host and waits for its start-up work
-/// (MCP servers). Must run inside a tokio runtime.
+/// (MCP servers). Must run inside a tokio runtime. When what an untrusted folder's project
+/// layer kept makes the host fail (a mistyped key, a plugin that cannot start), the layer is
+/// left out with a notice: a cloned repository must not keep dsh from running in it.
 pub async fn start(cwd: &Path, overrides: Overrides) -> anyhow::Result<Host> {
     let config = load(cwd, &overrides)?;
-    Ok(Host::launch(config, overrides).await?)
+    let untrusted = config.has_untrusted_project_layer();
+    match Host::launch(config, overrides.clone()).await {
+        Ok(host) => Ok(host),
+        Err(error) if untrusted => {
+            let overrides = Overrides {
+                skip_untrusted_project: true,
+                skip_untrusted_reason: Some(format!("{error:#}").replace('\n', "; ")),
+                ..overrides
+            };
+            let config = Config::load(cwd, &overrides)?;
+            if let Some(notice) = config.project.as_ref().and_then(|p| p.notice()) {
+                note!("{notice}");
+            }
+            Ok(Host::launch(config, overrides).await?)
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// The runtime of the commands that drive a host.

@@ -24,6 +24,7 @@ mod exec;
 mod host;
 mod mcp_cmd;
 mod out;
+mod profile;
 mod sessions;
 mod tui;
 
@@ -59,6 +60,13 @@ struct Cli {
     /// Trust this folder's `.dsh/config.toml` for this run (see `dsh trust`).
     #[arg(long, global = true)]
     trust_project: bool,
+    /// Upstream's launcher: `sdk` serves the SDK runtime protocol on stdio (what the
+    /// published SDK clients start); `headless "task"` runs like `dsh exec "task"`.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Upstream's YAML patch files: refused with what dsh takes instead.
+    #[arg(long, value_name = "FILE", requires = "profile")]
+    patch: Vec<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -131,6 +139,21 @@ enum SessionsCommand {
     Rm {
         /// The session id (or a unique prefix).
         id: String,
+    },
+    /// List a session's checkpoints of the workspace's files, oldest first.
+    Checkpoints {
+        /// The session id (or a unique prefix).
+        id: String,
+        /// An array of objects: id, time, turn, step, prompt, tree.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the session's workspace files exactly what they were at a checkpoint.
+    Restore {
+        /// The session id (or a unique prefix).
+        id: String,
+        /// The checkpoint id (`dsh sessions checkpoints ID` lists them).
+        checkpoint: String,
     },
     /// Write a session's raw log and its descendants' logs as one ZIP archive.
     Export {
@@ -206,13 +229,31 @@ fn main() -> ExitCode {
             )
             .exit();
     }
+    if cli.command.is_some() && cli.profile.is_some() {
+        use clap::CommandFactory;
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--profile takes no command (`dsh --profile sdk`, `dsh --profile headless \"task\"`)",
+            )
+            .exit();
+    }
     if cli.trust_project {
         host::trust_for_this_run();
     }
     // The interactive UI owns the terminal: its diagnostics go to a file instead of stderr.
-    init_tracing(matches!(cli.command, None | Some(Command::Resume { .. })));
+    init_tracing(
+        cli.profile.is_none() && matches!(cli.command, None | Some(Command::Resume { .. })),
+    );
     dsh_tool_shell::guard::set_program(dsh_tool_shell::guard::installed_or_self());
     let result = match cli.command {
+        None if cli.profile.is_some() => profile::run(profile::ProfileArgs {
+            profile: cli.profile.unwrap_or_default(),
+            patches: cli.patch,
+            words: cli.prompt,
+            cwd: cli.cwd,
+            model: cli.model,
+        }),
         None => tui::run(tui::TuiArgs {
             start: dsh_tui::Start::New,
             prompt: (!cli.prompt.is_empty()).then(|| cli.prompt.join(" ")),
@@ -243,6 +284,12 @@ fn main() -> ExitCode {
         Some(Command::Sessions {
             command: SessionsCommand::Rm { id },
         }) => sessions::rm(&id),
+        Some(Command::Sessions {
+            command: SessionsCommand::Checkpoints { id, json },
+        }) => sessions::checkpoints(&id, json),
+        Some(Command::Sessions {
+            command: SessionsCommand::Restore { id, checkpoint },
+        }) => sessions::restore(&id, &checkpoint),
         Some(Command::Sessions {
             command: SessionsCommand::Export { id, output },
         }) => sessions::export(&id, output),

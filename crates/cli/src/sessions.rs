@@ -1,4 +1,5 @@
-//! `dsh sessions list | show ID [--json] | rm ID | export ID`: ids resolved and text rendered
+//! `dsh sessions list | show ID [--json] | rm ID | export ID | checkpoints ID [--json] |
+//! restore ID CHECKPOINT`: ids resolved and text rendered
 //! by `dsh_headless::sessions`, the transcript by the TUI's transcript view.
 
 use std::io::IsTerminal;
@@ -62,5 +63,90 @@ pub fn export(id: &str, output: Option<std::path::PathBuf>) -> anyhow::Result<Ex
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         note!("dsh: wrote {}", path.display());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh sessions checkpoints ID [--json]`: oldest first.
+pub fn checkpoints(id: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let store = store()?;
+    let id = resolve_id(id)?;
+    let timeline = dsh_checkpoints::list(&store, &id)?;
+    if json {
+        let items: Vec<serde_json::Value> = timeline
+            .checkpoints
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "id": c.id,
+                    "time": c.time,
+                    "turn": c.turn,
+                    "step": c.step,
+                    "prompt": timeline.turns.get(&c.turn).and_then(|t| t.prompt.clone()),
+                    "tree": c.tree,
+                })
+            })
+            .collect();
+        say!("{}", serde_json::Value::Array(items))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if timeline.checkpoints.is_empty() {
+        say!("session {id} has no checkpoint")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = sessions::now_ms();
+    for c in &timeline.checkpoints {
+        let at = match c.step {
+            Some(step) => format!("before step {step} of turn {}", c.turn),
+            None => format!("end of turn {}", c.turn),
+        };
+        let prompt = timeline
+            .turns
+            .get(&c.turn)
+            .and_then(|t| t.prompt.as_deref())
+            .map(|p| dsh_checkpoints::engine::excerpt(p, 50))
+            .unwrap_or_default();
+        say!(
+            "{:<8} {:<10} {at:<26} {prompt}",
+            c.id,
+            sessions::relative(c.time, now)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `dsh sessions restore ID CHECKPOINT`: the session's workspace files become exactly the
+/// checkpoint's (the session's own checkpoint settings apply: what they leave out is left).
+pub fn restore(id: &str, checkpoint: &str) -> anyhow::Result<ExitCode> {
+    let store = store()?;
+    let id = resolve_id(id)?;
+    let loaded = store.load(&id)?;
+    let cwd = loaded
+        .header
+        .cwd
+        .clone()
+        .map(std::path::PathBuf::from)
+        .context("the session has no workspace folder")?;
+    let config = dsh_host::config::Config::load(&cwd, &dsh_host::config::Overrides::default())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut table = config
+        .get("plugins.checkpoints")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let Some(map) = table.as_object_mut() {
+        map.remove("enabled");
+    }
+    let settings: dsh_checkpoints::CheckpointSettings = serde_json::from_value(table)
+        .context("[plugins.checkpoints] is not valid (dsh config show says where)")?;
+    let service = dsh_checkpoints::Checkpoints::new(
+        config.home.clone(),
+        dsh_checkpoints::Limits {
+            max_file_bytes: settings.max_file_bytes,
+            ignore: settings.ignore,
+        },
+        settings.disk_budget_bytes,
+    );
+    let timeline = dsh_checkpoints::list(&store, &id)?;
+    let plan = service.restore_to(&timeline, &cwd, checkpoint)?;
+    say!("{}", dsh_checkpoints::engine::report(&plan, None))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -300,3 +300,85 @@ async fn without_a_key_session_new_asks_the_client_to_authenticate() {
         .unwrap();
     assert!(sessions.is_empty(), "no half-made session");
 }
+
+/// An editor restart: a session switched to `read-only` in one `dsh acp` process is loaded in
+/// another, which must offer it as `read-only` and refuse the model's write there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_mode_survives_session_load_in_another_process() {
+    let arguments = json!({"file_path": "planted.txt", "content": "x"}).to_string();
+    let call = json!({"tool_calls": [{"index": 0, "id": "call_w", "type": "function",
+        "function": {"name": "write", "arguments": arguments}}]});
+    let (url, bodies) = model_server(vec![
+        sse(&[call], "tool_calls"),
+        sse(&[json!({"content": "ok"})], "stop"),
+    ])
+    .await;
+    let config = format!("{NO_TITLES}\n[plugins.sandbox]\nmode = \"workspace-write\"\n");
+    let work = workspace(&config);
+    let cwd = work.path().canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // The folder is trusted: its configured mode (workspace-write) is the default to return to.
+    let trusted = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["trust"])
+        .arg(&cwd)
+        .env("DSH_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+
+    let mut first = Acp::start(&cwd, home.path(), &url);
+    initialize(&mut first).await;
+    let created = first
+        .request(2, "session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    assert_eq!(
+        created["result"]["modes"]["currentModeId"], "workspace-write",
+        "{created}"
+    );
+    let id = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let set = first
+        .request(
+            3,
+            "session/set_mode",
+            json!({"sessionId": id, "modeId": "read-only"}),
+        )
+        .await;
+    assert!(set.get("error").is_none(), "{set}");
+    first.stop().await;
+
+    let mut second = Acp::start(&cwd, home.path(), &url);
+    second.answer = Box::new(|_| Ok(json!({"outcome": {"outcome": "cancelled"}})));
+    initialize(&mut second).await;
+    let loaded = second
+        .request(
+            2,
+            "session/load",
+            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert_eq!(
+        loaded["result"]["modes"]["currentModeId"], "read-only",
+        "the mode came back: {loaded}"
+    );
+    let answer = second
+        .request(
+            3,
+            "session/prompt",
+            json!({"sessionId": id, "prompt": [{"type": "text", "text": "write it"}]}),
+        )
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    second.stop().await;
+    assert!(
+        !cwd.join("planted.txt").exists(),
+        "a write went through in a read-only session"
+    );
+    let bodies = bodies.lock().unwrap().clone();
+    assert!(
+        bodies[1]
+            .to_string()
+            .contains("file access denied under read-only mode"),
+        "{}",
+        bodies[1]
+    );
+}

@@ -1,6 +1,9 @@
 //! How the top-level command line is read: global flags before a subcommand keep the
 //! subcommand, and options that belong after it are refused with a clear message.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;

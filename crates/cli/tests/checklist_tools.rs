@@ -1,6 +1,10 @@
 //! tool-catalog-spec §11 gaps that need the real `dsh` binary: job notices injected into the
 //! next step (46) or waking an idle owner (47), jobs dying with their agent (51), and
 //! `todo_write` appending one `todo/write` event (73). See `docs/checklists.md`.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 // Helpers outside `#[test]` functions panic on broken fixtures by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,6 +1,9 @@
 //! `dsh config show`: validates first, then prints the effective configuration with the layer
 //! each key came from (TOML), or the tree and each key's origin (`--json`).
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

@@ -3,6 +3,10 @@
 //! as mounted by the host (`@file` guidance, `@session` snapshots, time readings), and
 //! compaction over a long `dsh exec` run followed by resume and fork after the last checkpoint
 //! (context-spec §8.11; checklist E66 end to end, see `docs/checklists.md`).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 // Helpers outside `#[test]` functions panic on broken fixtures by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

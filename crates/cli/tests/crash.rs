@@ -1,7 +1,10 @@
 //! A `dsh exec` killed with SIGKILL mid-turn leaves a log that `dsh sessions show` loads, with
 //! the open turn closed the way crash repair specifies (TOOL_OUTCOME_UNKNOWN for the call that
 //! was running, then `step/end` and `turn/end {interrupted}`), and that resume can continue.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::BufRead;

@@ -3,7 +3,10 @@
 //! `--fork`, `-s` / `-a` / `-m` / `-C` / `-c`, `--output json`, `-o`, the session id on stderr;
 //! failures that are clear and leave nothing behind; `dsh sessions list|show|rm`; diagnostics
 //! that never hang on a closed pipe; `dsh tools` in every tools mode.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::BufRead;

@@ -1,6 +1,10 @@
 //! agent-loop-spec §10 items 76–77 through the real `dsh exec` binary: what text mode prints,
 //! the exit rule, the stderr failure line, and that a missing task is a usage error that
 //! creates no session (see `docs/checklists.md`).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 // Helpers outside `#[test]` functions panic on broken fixtures by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

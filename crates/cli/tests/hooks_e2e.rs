@@ -2,6 +2,10 @@
 //! `dsh` binary over `dsh exec` and `dsh acp` against the replay model server. Each script checks
 //! the payload it received (writing `<name>.ok` or `<name>.fail: <why>`) and steers the turn; the
 //! tests check both the scripts' verdicts and the effect on the session log.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::BufRead;

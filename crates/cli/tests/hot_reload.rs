@@ -2,7 +2,10 @@
 //! re-applies exactly the changed plugins (the next request's tool list and bash's behaviour
 //! follow), a call in flight during the reload ends in exactly one result, and a broken edit is
 //! reported on stderr while the previous configuration keeps running.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

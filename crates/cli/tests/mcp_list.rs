@@ -1,7 +1,10 @@
 //! `dsh mcp list` against the reference MCP server (`npm ci --prefix tests/mcp-server`) over
 //! stdio and the legacy HTTP+SSE transport: tools, resources and prompts of each, a normal
 //! exit that logs no warning, and a header value that never reaches a log.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::BufRead;

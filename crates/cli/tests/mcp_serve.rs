@@ -1,7 +1,10 @@
 //! `dsh mcp serve` through the real binary, driven by a real MCP client (rmcp over the child's
 //! stdio): the session's catalog is listed, `read` and `bash` run under workspace-write, and
 //! calls the policy forbids are refused with `isError` and without their data.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;

@@ -1,7 +1,10 @@
 //! `[model] provider = "openai-compatible"`: a whole `dsh exec` turn with a tool call against a
 //! local server that speaks plain chat completions (no `reasoning_content`, no cache fields),
 //! as llama.cpp, vLLM or an Ollama OpenAI endpoint would.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;

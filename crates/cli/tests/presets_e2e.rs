@@ -2,6 +2,10 @@
 //! default preset against the replay server (`dsh-mock-llm`'s `ReplayServer`), and `/preset`
 //! over the `dsh acp` wire (offered in `available_commands_update`, answered without a model
 //! turn, and changing the tools and system prompt of the next request).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 // Helpers outside `#[test]` functions panic on broken fixtures by design.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,9 @@
 //! Issue #17's capability plugins through the real `dsh` binary against the replay server:
 //! a scripted model calls the tools, the log shows the exact results.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

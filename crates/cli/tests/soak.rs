@@ -18,7 +18,10 @@
 //! `DSH_SOAK_STEPS=2000 cargo test --release -p dsh --test soak -- --nocapture`.
 //! `DSH_SOAK_BIN=/path/to/dsh` runs another `dsh` binary (a release build measured from a debug
 //! test build; `dsh-tool-guard` must sit beside it).
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;

@@ -1,6 +1,9 @@
 //! The `acp` subagent provider driving `dsh acp` itself as the out-of-process child, against the
 //! replay server: a completed run, and a cancelled one that leaves no process behind.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;

@@ -1,6 +1,10 @@
 //! Delegated children through the real `dsh` binary against the replay model server: the
 //! Claude Code `SubagentStart` / `SubagentStop` hooks, the stream-json child events, and crash
 //! recovery of a parent killed (SIGKILL) while its child ran.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;

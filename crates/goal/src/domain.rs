@@ -157,7 +157,7 @@ impl GoalSnapshot {
         Value::Object(map)
     }
 
-    fn from_json(value: &Value) -> Option<Self> {
+    pub(crate) fn from_json(value: &Value) -> Option<Self> {
         let blocked_reason = value.get("blockedReason").and_then(|r| {
             Some(BlockedReason {
                 code: r.get("code")?.as_str()?.to_owned(),

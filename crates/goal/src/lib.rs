@@ -13,6 +13,7 @@
 pub mod command;
 mod domain;
 pub mod driver;
+pub mod present;
 pub mod tools;
 
 pub use domain::Activation;
@@ -106,6 +107,9 @@ impl dsh_plugin::Plugin for GoalPlugin {
                 tools::section_text(blocked),
             ),
         );
+        host.presenters
+            .register(ctx, present::KIND, present::present)
+            .map_err(dsh_plugin::PluginError::other)?;
         driver::install(&goals, &host.hooks, ctx);
         if let Some(commands) = dsh_commands::CommandRegistry::of(ctx) {
             command::register(&commands, ctx, goals).map_err(dsh_plugin::PluginError::other)?;

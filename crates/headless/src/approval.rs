@@ -1,19 +1,18 @@
 //! What stands in for a person in a headless run: approvals it cannot ask for are refused with
 //! a note naming the flag that allows the call, and (when asked) one-line progress notes.
 
-use std::sync::Arc;
+use std::sync::Mutex;
 
 use dsh_agent::AgentHandle;
 use dsh_kernel::BoxFuture;
 use dsh_session::Subscription;
-use dsh_session::data::LlmRetry;
-use dsh_session::data::ToolCall;
-use dsh_session::data::ToolResult;
 use dsh_tools::ApprovalOutcome;
 use dsh_tools::ApprovalRequest;
 use dsh_tools::ApprovalService;
 use dsh_tools::ToolCallView;
-use dsh_tools::ToolRegistry;
+use dsh_transcript::Fold;
+use dsh_transcript::Item;
+use dsh_transcript::Presentation;
 
 use crate::Io;
 
@@ -89,47 +88,48 @@ impl ApprovalService for NoApprover {
     }
 }
 
-fn call_title(registry: &ToolRegistry, agent: &AgentHandle, call: &ToolCall) -> String {
-    let arguments = serde_json::from_str(&call.arguments).unwrap_or(serde_json::Value::Null);
-    let definition = registry.get(&call.name, Some(agent.scope()));
-    match dsh_tools::call_card(definition.as_deref(), &call.name, &arguments) {
-        ToolCallView::Terminal { title, .. } => format!("$ {title}"),
-        ToolCallView::Generic { title, .. } | ToolCallView::Diff { title, .. } => title,
-    }
-}
-
-/// One stderr line per tool call, its outcome and each retry, while the subscription lives.
-pub fn progress(agent: &AgentHandle, registry: Arc<ToolRegistry>, io: Io) -> Subscription {
-    let watched = agent.clone();
-    agent.log().on_event(move |event| {
-        if let Some(Ok(call)) = event.decode::<ToolCall>() {
-            let title = call_title(&registry, &watched, &call);
+/// The one stderr line a display item makes in `dsh exec` progress, if any.
+pub fn progress_line(item: &Item) -> Option<String> {
+    match item {
+        Item::ToolCall(call) => {
+            let title = match &call.card {
+                ToolCallView::Terminal { title, .. } => format!("$ {title}"),
+                ToolCallView::Generic { title, .. } | ToolCallView::Diff { title, .. } => {
+                    title.clone()
+                }
+            };
             let first = title.lines().next().unwrap_or_default();
-            io.note(&format!("· {first}"));
-        } else if let Some(Ok(result)) = event.decode::<ToolResult>() {
-            let failed = result.message.content.iter().any(|block| {
-                matches!(
-                    block,
-                    dsh_protocol::ContentBlock::ToolResult {
-                        is_error: Some(true),
-                        ..
-                    }
-                )
-            });
-            if failed {
-                io.note("  ✗ failed");
-            }
-        } else if let Some(Ok(retry)) = event.decode::<LlmRetry>() {
+            Some(format!("· {first}"))
+        }
+        Item::ToolResult(result) if result.view.is_error => Some("  ✗ failed".to_owned()),
+        Item::Retry(retry) => {
             let of = retry
                 .max_retries
                 .map(|max| format!("/{max}"))
                 .unwrap_or_default();
-            io.note(&format!(
+            Some(format!(
                 "· retrying {}{of} in {:.1}s: {}",
                 retry.retry,
                 retry.delay_ms as f64 / 1000.0,
-                retry.failure.message
-            ));
+                retry.message
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// One stderr line per tool call, its outcome and each retry, while the subscription lives.
+pub fn progress(agent: &AgentHandle, presentation: Presentation, io: Io) -> Subscription {
+    let fold = Mutex::new(Fold::new());
+    agent.log().on_event(move |event| {
+        let items = fold
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .apply(&presentation, event);
+        for item in items {
+            if let Some(line) = progress_line(&item.item) {
+                io.note(&line);
+            }
         }
     })
 }
@@ -148,5 +148,74 @@ mod tests {
             "dsh: bash asked to run outside the sandbox (\"danger-full-access\"); dsh exec cannot ask for approval, so it was refused. Allow it by running the task with `-s danger-full-access`."
         );
         assert!(refusal_note("mcp__x__y", Some("hook says ask")).contains("(hook says ask)"));
+    }
+
+    fn event(seq: u64, kind: &str, data: serde_json::Value) -> dsh_session::Event {
+        dsh_session::Event::new(kind, seq, 0, data)
+    }
+
+    /// Progress lines come from the transcript's items: the call's card title, a failure, a
+    /// retry; arguments that are not JSON reach the card as the raw string (never `null`).
+    #[test]
+    fn progress_lines_render_the_transcript_items() {
+        let mut fold = Fold::new();
+        let presentation = Presentation::default();
+        let events = [
+            event(
+                1,
+                "tool/call",
+                serde_json::json!({"turn":1,"step":1,"callId":"c1","name":"mystery","arguments":"{oops"}),
+            ),
+            event(
+                2,
+                "tool/result",
+                serde_json::to_value(dsh_session::data::ToolResult {
+                    turn: 1,
+                    step: 1,
+                    message: dsh_protocol::Message::tool_result(
+                        "c1",
+                        vec![dsh_protocol::ContentBlock::text("Error: bad")],
+                        true,
+                    ),
+                    error: None,
+                    meta: None,
+                })
+                .unwrap(),
+            ),
+            event(
+                3,
+                "llm/retry",
+                serde_json::to_value(dsh_session::data::LlmRetry {
+                    retry_id: "r".into(),
+                    turn: 1,
+                    step: 1,
+                    provider: "p".into(),
+                    mode: dsh_session::data::RetryMode::Normal,
+                    policy_key: "k".into(),
+                    retry: 1,
+                    max_retries: Some(3),
+                    delay_ms: 1500,
+                    failure: dsh_protocol::LlmFailure::new("RATE_LIMIT", "slow down"),
+                })
+                .unwrap(),
+            ),
+        ];
+        let mut lines = Vec::new();
+        for event in &events {
+            for item in fold.apply(&presentation, event) {
+                if let Item::ToolCall(call) = &item.item {
+                    assert_eq!(*call.arguments, serde_json::json!("{oops"));
+                }
+                lines.extend(progress_line(&item.item));
+            }
+        }
+        assert_eq!(
+            lines,
+            [
+                "· mystery",
+                "  ✗ failed",
+                "· retrying 1/3 in 1.5s: slow down"
+            ]
+        );
     }
 }

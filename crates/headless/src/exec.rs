@@ -218,7 +218,7 @@ pub async fn run<S: Send + 'static>(
     };
     let progress = run
         .progress
-        .then(|| crate::approval::progress(&agent, sessions.registry(), io.clone()));
+        .then(|| crate::approval::progress(&agent, sessions.presentation(&agent), io.clone()));
     let printer = (output == Output::StreamJson)
         .then(|| tokio::spawn(print_events(receiver, agent.log().clone(), io.clone())));
 

@@ -107,7 +107,7 @@ impl LocalExecutor {
     /// Children start from dsh's environment through the shared filter
     /// (`dsh_secrets::parent_env`): no credential-like name, no registered secret, no `DSH_*`.
     pub fn with_shared_filter() -> Self {
-        Self::new(Arc::new(dsh_secrets::parent_env))
+        Self::new(Arc::new(|| dsh_process::ChildEnv::inherited().into_vars()))
     }
 
     /// `clampTimeout`: a non-positive or non-finite value is refused.
@@ -135,16 +135,11 @@ impl LocalExecutor {
             Some(cwd) => cwd,
             None => std::env::current_dir().map_err(|e| format!("bash-local: {e}"))?,
         };
-        let base = (self.env)();
+        let env = dsh_process::ChildEnv::filtered((self.env)()).with(request.env.iter().cloned());
         // Resolved to an absolute path in the child's own PATH, so the spawn stays on
         // posix_spawn and a project cannot shadow `bash` through dsh's PATH.
-        let path = base
-            .iter()
-            .chain(request.env.iter())
-            .rev()
-            .find(|(name, _)| name == "PATH")
-            .map(|(_, value)| value.clone());
-        let bash = dsh_secrets::resolve_program("bash", path.as_deref(), &cwd)
+        let bash = env
+            .resolve("bash", &cwd)
             .unwrap_or_else(|| PathBuf::from("bash"));
         let wrapper = self
             .confine
@@ -153,19 +148,16 @@ impl LocalExecutor {
         let mut command = match wrapper {
             Some((program, args)) => {
                 // The wrapper leads the process group; killing it tears the sandbox down.
-                let mut command = tokio::process::Command::new(program);
+                let mut command = dsh_process::command(program, &env);
                 command.args(args).arg(bash);
                 command
             }
-            None => tokio::process::Command::new(bash),
+            None => dsh_process::command(bash, &env),
         };
         command
             .arg("-c")
             .arg(&request.command)
             .current_dir(&cwd)
-            .env_clear()
-            .envs(base)
-            .envs(request.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

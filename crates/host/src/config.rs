@@ -138,6 +138,10 @@ pub struct Overrides {
     pub values: Vec<(String, Value)>,
     /// `--trust-project`: the project layer applies whole for this run.
     pub trust_project: bool,
+    /// Leave an untrusted folder's project layer out entirely (it kept dsh from starting).
+    pub skip_untrusted_project: bool,
+    /// Why it was left out, for the notice.
+    pub skip_untrusted_reason: Option<String>,
 }
 
 /// A folder's `.dsh/config.toml` and what the trust rule did with it.
@@ -150,13 +154,47 @@ pub struct ProjectLayer {
     pub trusted: bool,
     /// Keys of the project layer that were ignored because the folder is not trusted.
     pub ignored: Vec<String>,
+    /// Why the whole file of an untrusted folder was ignored (not valid TOML, or its settings
+    /// kept dsh from starting).
+    pub unusable: Option<String>,
 }
 
 impl ProjectLayer {
-    /// The notice to print when keys were ignored.
+    /// The notice to print when keys (or the whole file) were ignored.
     pub fn notice(&self) -> Option<String> {
+        if let Some(reason) = &self.unusable {
+            return Some(crate::trust::unusable_notice(
+                &self.file,
+                &self.folder,
+                reason,
+            ));
+        }
         (!self.ignored.is_empty())
             .then(|| crate::trust::notice(&self.file, &self.folder, &self.ignored))
+    }
+}
+
+impl Config {
+    /// Every notice the trust rule produced: the user's own keys that name the untrusted
+    /// folder's files, and the project layer's ignored keys.
+    pub fn trust_notices(&self) -> Vec<String> {
+        let mut notices = Vec::new();
+        if !self.user_project_keys.is_empty() {
+            notices.push(crate::trust::user_keys_notice(
+                &self.home.join("config.toml"),
+                &self.cwd,
+                &self.user_project_keys,
+            ));
+        }
+        notices.extend(self.project.as_ref().and_then(ProjectLayer::notice));
+        notices
+    }
+
+    /// Whether an untrusted folder's project layer contributed anything (so leaving it out
+    /// may let dsh start).
+    pub fn has_untrusted_project_layer(&self) -> bool {
+        self.project.as_ref().is_some_and(|p| !p.trusted)
+            && self.files.iter().any(|(layer, _)| *layer == Layer::Project)
     }
 }
 
@@ -221,6 +259,9 @@ pub struct Config {
     pub files: Vec<(Layer, PathBuf)>,
     /// The project layer and how far it was trusted (see [`crate::trust`]).
     pub project: Option<ProjectLayer>,
+    /// Keys of the user's own file that were ignored because they name files of an untrusted
+    /// folder (see [`crate::trust::strip_project_paths`]).
+    pub user_project_keys: Vec<String>,
 }
 
 impl Config {
@@ -234,35 +275,66 @@ impl Config {
         let mut config = Self::empty(home.clone(), cwd.to_path_buf());
         let [(_, user_path), (_, project_path)] = config_files(&home, cwd);
         let user = read_file(&user_path)?;
-        if let Some((table, lines)) = user.clone() {
+        let user_table = user.clone().map(|(table, _)| table).unwrap_or_default();
+        let trust = crate::trust::lookup(&user_table, cwd);
+        let trusted = overrides.trust_project || trust == Some(crate::trust::Trust::Trusted);
+        if let Some((mut table, lines)) = user {
+            if !trusted {
+                // The user's own settings that name files of the folder (a hook file relative
+                // to where dsh starts, a server started from it) are the folder's settings.
+                config.user_project_keys = crate::trust::strip_project_paths(&mut table);
+            }
             config.files.push((Layer::User, user_path.clone()));
             config.merge(Layer::User, table, Some((&user_path, &lines)));
         }
-        if project_path != user_path
-            && let Some((table, lines)) = read_file(&project_path)?
-        {
-            let user_table = user.map(|(table, _)| table).unwrap_or_default();
-            let trust = crate::trust::lookup(&user_table, cwd);
-            let trusted = overrides.trust_project || trust == Some(crate::trust::Trust::Trusted);
-            let (table, ignored) = if trusted {
-                (table, Vec::new())
-            } else {
-                // Judged against what would apply without the project: defaults and the user.
-                let mut base = trust_base();
-                for (key, value) in config.tree.clone() {
-                    base.insert(key, value);
+        let project_skipped = overrides.skip_untrusted_project && !trusted;
+        if project_path != user_path && !project_skipped {
+            let read = match read_file(&project_path) {
+                Ok(read) => read,
+                // An untrusted folder's broken file must not keep dsh from running there.
+                Err(error) if !trusted => {
+                    config.project = Some(ProjectLayer {
+                        file: project_path.clone(),
+                        folder: cwd.to_path_buf(),
+                        trust,
+                        trusted,
+                        ignored: Vec::new(),
+                        unusable: Some(error.to_string()),
+                    });
+                    None
                 }
-                let filtered = crate::trust::filter_project_layer(&base, table);
-                (filtered.kept, filtered.ignored)
+                Err(error) => return Err(error.into()),
             };
-            config.files.push((Layer::Project, project_path.clone()));
-            config.merge(Layer::Project, table, Some((&project_path, &lines)));
+            if let Some((table, lines)) = read {
+                let (table, ignored) = if trusted {
+                    (table, Vec::new())
+                } else {
+                    // Judged against what would apply without the project: defaults and the
+                    // user.
+                    let mut base = trust_base();
+                    merge_deep(&mut base, config.tree.clone());
+                    let filtered = crate::trust::filter_project_layer(&base, table);
+                    (filtered.kept, filtered.ignored)
+                };
+                config.files.push((Layer::Project, project_path.clone()));
+                config.merge(Layer::Project, table, Some((&project_path, &lines)));
+                config.project = Some(ProjectLayer {
+                    file: project_path,
+                    folder: cwd.to_path_buf(),
+                    trust,
+                    trusted,
+                    ignored,
+                    unusable: None,
+                });
+            }
+        } else if project_path != user_path && project_path.exists() {
             config.project = Some(ProjectLayer {
                 file: project_path,
                 folder: cwd.to_path_buf(),
                 trust,
                 trusted,
-                ignored,
+                ignored: Vec::new(),
+                unusable: overrides.skip_untrusted_reason.clone(),
             });
         }
         config.merge(Layer::Env, env_layer(), None);
@@ -283,6 +355,7 @@ impl Config {
             origins: BTreeMap::new(),
             files: Vec::new(),
             project: None,
+            user_project_keys: Vec::new(),
         }
     }
 
@@ -585,7 +658,28 @@ fn trust_base() -> Map<String, Value> {
     insert_dotted(&mut base, "model.name", Value::from(dsh_llm::DEFAULT_MODEL));
     insert_dotted(&mut base, "tools.mode", Value::from("native"));
     insert_dotted(&mut base, "tools.max_parallel", Value::from(10));
+    // A project may repeat a plugin's default state (`enabled = true` for a plugin that is on
+    // anyway), never switch on one that is off.
+    for spec in crate::table::builtin_plugins() {
+        insert_dotted(
+            &mut base,
+            &format!("plugins.{}.enabled", spec.name),
+            Value::Bool(spec.enabled_by_default),
+        );
+    }
     base
+}
+
+/// `incoming` merged into `base` table by table (a later value wins at the leaves).
+fn merge_deep(base: &mut Map<String, Value>, incoming: Map<String, Value>) {
+    for (key, value) in incoming {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Object(existing)), Value::Object(inner)) => merge_deep(existing, inner),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
 }
 
 fn env_layer() -> Map<String, Value> {

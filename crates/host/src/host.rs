@@ -194,6 +194,8 @@ pub(crate) struct Inner {
     reload: tokio::sync::Mutex<()>,
     reports: broadcast::Sender<ReloadReport>,
     pub(crate) overrides: Overrides,
+    /// The output cap per model request of sessions attached from now on (0: none).
+    max_tokens: std::sync::atomic::AtomicU64,
 }
 
 /// The composition: build it once per process, then hand [`Host::sessions`] to a front-end.
@@ -248,6 +250,7 @@ impl Host {
             prompts,
             sessions: Arc::new(Sessions::default()),
             adapter: model.clone(),
+            presenters: Arc::new(dsh_plugin::transcript::EventPresenters::new()),
             startup: Arc::new(Startup::default()),
             info: HostInfo {
                 home: options.config.home.clone(),
@@ -257,6 +260,8 @@ impl Host {
             },
         });
         root.provide(services.clone())?;
+        // Front-ends reach the presenters from any session's scope, like the other registries.
+        root.provide(services.presenters.clone())?;
         let store = options
             .store
             .unwrap_or_else(|| Arc::new(JsonlStore::new(options.config.home.clone())));
@@ -279,6 +284,7 @@ impl Host {
                     persona: None,
                 }),
                 reload: tokio::sync::Mutex::new(()),
+                max_tokens: std::sync::atomic::AtomicU64::new(0),
                 reports,
                 overrides: options.overrides,
             }),
@@ -606,6 +612,22 @@ pub struct NewSession {
     pub cwd: PathBuf,
 }
 
+/// A delegated child's ending (`subagent/end`), as [`SessionHost::on_child_finished`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildFinished {
+    /// The subagent provider that ran it.
+    pub provider: String,
+    pub child_id: String,
+    /// The delegating session.
+    pub parent_id: String,
+    /// Ran in this process (`false`: an out-of-process ACP, codex or claude child).
+    pub local: bool,
+    /// `completed`, `aborted`, `error`, `max-tokens`, `refusal` or another word.
+    pub stop_reason: String,
+    /// The child's last non-empty answer; `None` when it produced no output.
+    pub last_assistant_message: Option<Vec<dsh_protocol::ContentBlock>>,
+}
+
 /// How a child session (a subagent or a fork of the parent) starts.
 #[derive(Debug, Clone, Default)]
 pub struct ChildSession {
@@ -752,18 +774,35 @@ impl SessionHost {
                 state.core.model.attempt_timeout_secs,
             )
         };
-        let context = Arc::new(SessionContext::new(
+        // A resumed or forked session keeps the preset a client chose for it; its origin stays
+        // the client's, so a configuration reload does not move it either.
+        let chosen = match permissions {
+            None if resumed => crate::permission_choice::restored(&log),
+            _ => None,
+        };
+        let mut context = SessionContext::new(
             log.clone(),
             cwd.clone(),
             Some(self.inner.services.info.home.clone()),
-            permissions.unwrap_or_else(|| self.default_permissions()),
-        ));
+            chosen
+                .or(permissions)
+                .unwrap_or_else(|| self.default_permissions()),
+        );
+        if chosen.is_some() {
+            context = context.with_origin(PermissionsOrigin::Client);
+        }
+        let context = Arc::new(context);
         let config = AgentConfig {
             id: log.id().to_owned(),
             cwd: Some(cwd.to_string_lossy().into_owned()),
             provider,
             model,
-            max_tokens: None,
+            max_tokens: Some(
+                self.inner
+                    .max_tokens
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .filter(|max| *max > 0),
             adapter: self.inner.model.clone(),
             tools: self.inner.services.tools.clone(),
             scope: parent.clone(),
@@ -902,9 +941,61 @@ impl SessionHost {
         schemas
     }
 
+    /// How `agent`'s transcript is presented: its tools' cards (seen from its scope) and the
+    /// plugins' event presenters. Every front-end folds the log through this.
+    pub fn presentation(&self, agent: &AgentHandle) -> dsh_plugin::transcript::Presentation {
+        dsh_plugin::transcript::Presentation::new(
+            self.inner.services.tools.clone(),
+            agent.scope().clone(),
+            Some(self.inner.services.presenters.clone()),
+        )
+    }
+
     /// The host's services (plugins' registries, the model adapter, host facts).
     pub fn services(&self) -> Arc<HostServices> {
         self.inner.services.clone()
+    }
+
+    /// Caps each model request's output at `max` tokens for every session attached from now
+    /// on, children included (the SDK's `initialize` `maxTokens`); `None` lifts the cap.
+    pub fn set_max_tokens(&self, max: Option<u64>) {
+        self.inner
+            .max_tokens
+            .store(max.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The root scope's hooks of the agent loop (status changes and session starts of every
+    /// agent of this host), for a front-end that follows all of them.
+    pub fn agent_hooks(&self) -> Arc<AgentHooks> {
+        self.inner.services.hooks.clone()
+    }
+
+    /// Calls `listener` with each in-process or remote delegated child's ending while `owner`
+    /// lives; `None` when the subagent plugin is not mounted.
+    pub fn on_child_finished(
+        &self,
+        owner: &Scope,
+        listener: impl Fn(&ChildFinished) + Send + Sync + 'static,
+    ) -> Option<dsh_kernel::Disposer> {
+        let subagents = self.service::<dsh_subagent::Subagents>()?;
+        Some(subagents.events().register(owner, move |event| {
+            if let dsh_subagent::SubagentEvent::End {
+                info,
+                stop_reason,
+                last_assistant_message,
+            } = event
+            {
+                listener(&ChildFinished {
+                    provider: info.provider.clone(),
+                    child_id: info.id.clone(),
+                    parent_id: info.parent_id.clone(),
+                    local: info.local,
+                    stop_reason: stop_reason.as_str().to_owned(),
+                    last_assistant_message: last_assistant_message.clone(),
+                });
+            }
+            Ok(())
+        }))
     }
 
     /// A service provided on the host's root (a command registry, the attachment store).

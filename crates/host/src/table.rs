@@ -48,6 +48,7 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_tool_ask_user::AskUserPlugin>(),
         PluginSpec::of::<dsh_plan_mode::PlanModePlugin>(),
         PluginSpec::of::<dsh_goal::GoalPlugin>(),
+        PluginSpec::of::<dsh_checkpoints::CheckpointsPlugin>(),
         PluginSpec::of::<dsh_subagent::SubagentPlugin>(),
         PluginSpec::of::<dsh_workflow::WorkflowPlugin>(),
         PluginSpec::of::<dsh_subagent_remote::RemoteSubagentsPlugin>(),

@@ -145,10 +145,9 @@ fn may_apply(base: &Map<String, Value>, path: &str, value: &Value) -> bool {
         ["model", "name"] | ["model", "catalog"] => true,
         ["tools", "mode" | "max_parallel"] => true,
         ["prompt", ..] => true,
-        ["plugins", _, "enabled"] => {
-            // Switching a plugin off only narrows; on, only when the user did not switch it off.
-            value == &Value::Bool(false) || base_value(base, path) != Some(&Value::Bool(false))
-        }
+        // Switching a plugin off only narrows; on (a plugin that is off by default or that the
+        // user switched off) adds tools and processes, so only a trusted folder may.
+        ["plugins", _, "enabled"] => unchanged || value == &Value::Bool(false),
         ["plugins", "sandbox", "mode"] => {
             let base_mode = base_value(base, path)
                 .and_then(Value::as_str)
@@ -189,6 +188,118 @@ pub fn notice(file: &Path, folder: &Path, ignored: &[String]) -> String {
         ignored.join(", "),
         folder.display()
     )
+}
+
+/// The notice for an untrusted folder whose whole project file was left out.
+pub fn unusable_notice(file: &Path, folder: &Path, reason: &str) -> String {
+    format!(
+        "dsh: notice: {} is not trusted, so {} was ignored ({reason}). Trust the folder with `dsh trust {}`, or pass --trust-project for one run, to have it apply (and its errors reported).",
+        folder.display(),
+        file.display(),
+        folder.display()
+    )
+}
+
+/// The notice for keys of the user's own file that name files of an untrusted folder.
+pub fn user_keys_notice(file: &Path, folder: &Path, ignored: &[String]) -> String {
+    format!(
+        "dsh: notice: {} is not trusted, so these settings of {} that run files of the folder were ignored: {}. Trust the folder with `dsh trust {}`, or pass --trust-project for one run.",
+        folder.display(),
+        file.display(),
+        ignored.join(", "),
+        folder.display()
+    )
+}
+
+/// Removes from the user's own layer every setting that names a file of the folder dsh starts
+/// in, relative to it, to run or to read as hooks: those are the folder's settings, which apply
+/// only once it is trusted. Returns their dotted paths.
+///
+/// - `config_path` (the hook bridges: "relative to where dsh starts") with a relative path;
+/// - `command` with a relative path that has a `/` (`./bin/server`, `tools/lsp`; a bare name
+///   is looked up in `PATH`), and `cwd` with a relative path: the whole entry goes (an MCP
+///   server, a language server, a remote agent row), or only the key in a plugin's own table
+///   (the plugin then uses its default).
+pub fn strip_project_paths(table: &mut Map<String, Value>) -> Vec<String> {
+    let mut ignored = Vec::new();
+    strip_table(table, "", &mut ignored);
+    ignored
+}
+
+fn is_relative_path(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|path| !path.is_empty() && !path.starts_with('/') && !path.starts_with('~'))
+}
+
+/// The keys of `table` itself that make it a project setting.
+fn project_keys(table: &Map<String, Value>) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if table
+        .get("command")
+        .is_some_and(|c| is_relative_path(c) && c.as_str().is_some_and(|c| c.contains('/')))
+    {
+        keys.push("command");
+    }
+    if table.get("cwd").is_some_and(is_relative_path) {
+        keys.push("cwd");
+    }
+    keys
+}
+
+/// Strips `table` (at `prefix`); true when the table itself is a project setting that its
+/// parent must drop.
+fn strip_table(table: &mut Map<String, Value>, prefix: &str, ignored: &mut Vec<String>) -> bool {
+    let join = |key: &str| {
+        if prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{prefix}.{key}")
+        }
+    };
+    if table.get("config_path").is_some_and(is_relative_path) {
+        table.remove("config_path");
+        ignored.push(join("config_path"));
+    }
+    let own = project_keys(table);
+    let plugin_table = prefix.starts_with("plugins.") && prefix.matches('.').count() == 1;
+    if !own.is_empty() {
+        for key in &own {
+            ignored.push(join(key));
+        }
+        if !plugin_table {
+            return true;
+        }
+        for key in own {
+            table.remove(key);
+        }
+    }
+    let keys: Vec<String> = table.keys().cloned().collect();
+    for key in keys {
+        let path = join(&key);
+        let drop = match table.get_mut(&key) {
+            Some(Value::Object(inner)) => strip_table(inner, &path, ignored),
+            Some(Value::Array(items)) => {
+                let mut index = 0;
+                items.retain_mut(|item| {
+                    let keep = match item {
+                        Value::Object(inner) => {
+                            !strip_table(inner, &format!("{path}.{index}"), ignored)
+                        }
+                        _ => true,
+                    };
+                    index += 1;
+                    keep
+                });
+                false
+            }
+            _ => false,
+        };
+        if drop {
+            table.remove(&key);
+        }
+    }
+    false
 }
 
 /// Records `trust` for `folder` in `$DSH_HOME/config.toml`, keeping the rest of the file as
@@ -381,6 +492,83 @@ mod tests {
                 },
                 "prompt": {"persona": "hi"},
             })
+        );
+    }
+
+    /// The README's own example, `config_path = ".claude/hooks.json"` in the user's file, names
+    /// a file of whatever folder dsh starts in: a cloned repository's hooks. So do relative
+    /// server commands and working folders. Names on `PATH` and absolute paths stay.
+    #[test]
+    fn user_settings_that_run_the_folders_files_are_project_settings() {
+        let mut user = map(json!({
+            "plugins": {
+                "hooks-claude-code": {"config_path": ".claude/hooks.json"},
+                "hooks-codex": {"config_path": "/home/ada/codex-hooks.json"},
+                "lsp": {"servers": {
+                    "ts": {"command": "node_modules/.bin/tsserver", "extension_to_language": {}},
+                    "rust": {"command": "rust-analyzer", "extension_to_language": {}},
+                }},
+                "subagent-claude-code": {"command": "./claude", "permission_mode": "default"},
+            },
+            "mcp": {"servers": [
+                {"name": "local", "command": "./scripts/mcp.sh"},
+                {"name": "here", "command": "npx", "cwd": "tools"},
+                {"name": "everything", "command": "npx", "args": ["server-everything"]},
+                {"name": "abs", "command": "/usr/bin/srv", "cwd": "/srv"},
+            ]},
+        }));
+        let ignored = strip_project_paths(&mut user);
+        assert_eq!(
+            ignored,
+            [
+                "plugins.hooks-claude-code.config_path",
+                "plugins.lsp.servers.ts.command",
+                "plugins.subagent-claude-code.command",
+                "mcp.servers.0.command",
+                "mcp.servers.1.cwd",
+            ]
+        );
+        assert_eq!(
+            Value::Object(user),
+            json!({
+                "plugins": {
+                    "hooks-claude-code": {},
+                    "hooks-codex": {"config_path": "/home/ada/codex-hooks.json"},
+                    "lsp": {"servers": {
+                        "rust": {"command": "rust-analyzer", "extension_to_language": {}},
+                    }},
+                    "subagent-claude-code": {"permission_mode": "default"},
+                },
+                "mcp": {"servers": [
+                    {"name": "everything", "command": "npx", "args": ["server-everything"]},
+                    {"name": "abs", "command": "/usr/bin/srv", "cwd": "/srv"},
+                ]},
+            })
+        );
+    }
+
+    /// Only switching plugins off is the project's to decide until the folder is trusted:
+    /// `terminal`, `schedule`, `session-query` and the rest that are off stay off.
+    #[test]
+    fn an_untrusted_project_switches_no_plugin_on() {
+        let base = map(json!({"plugins": {
+            "terminal": {"enabled": false},
+            "bash": {"enabled": true},
+        }}));
+        let project = map(json!({"plugins": {
+            "terminal": {"enabled": true},
+            "schedule": {"enabled": true},
+            "bash": {"enabled": true},
+            "web": {"enabled": false},
+        }}));
+        let filtered = filter_project_layer(&base, project);
+        assert_eq!(
+            filtered.ignored,
+            ["plugins.terminal.enabled", "plugins.schedule.enabled"]
+        );
+        assert_eq!(
+            Value::Object(filtered.kept),
+            json!({"plugins": {"bash": {"enabled": true}, "web": {"enabled": false}}})
         );
     }
 

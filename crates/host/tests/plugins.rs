@@ -166,6 +166,10 @@ fn services_of(scope: &dsh_kernel::Scope) -> Vec<&'static str> {
         ),
         ("goals", scope.service::<dsh_goal::Goals>().is_some()),
         (
+            "checkpoints",
+            scope.service::<dsh_checkpoints::Checkpoints>().is_some(),
+        ),
+        (
             "subagents",
             scope.service::<dsh_subagent::Subagents>().is_some(),
         ),
@@ -1046,6 +1050,30 @@ async fn plan_mode_registers_its_tool_section_and_command() {
             assert_eq!(added_tools(before, b), ["exit_plan_mode"]);
             assert_eq!(b.commands.iter().filter(|c| *c == "plan").count(), 1);
         },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn checkpoints_mount_the_service_and_the_three_commands() {
+    let check = |before: &Snapshot, s: &Snapshot| {
+        gains(before, s, "checkpoints");
+        for name in ["undo", "redo", "rewind"] {
+            assert_eq!(
+                s.commands.iter().filter(|c| *c == name).count(),
+                1,
+                "{:?}",
+                s.commands
+            );
+        }
+        assert!(added_tools(before, s).is_empty());
+    };
+    cycle(
+        "checkpoints",
+        json!({}),
+        json!({"max_file_bytes": 1000, "ignore": ["dist/"]}),
+        check,
+        check,
     )
     .await;
 }

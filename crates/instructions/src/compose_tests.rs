@@ -23,6 +23,7 @@ impl Workspace {
         let root = dir.path().join("repo");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         Self {
             _dir: dir,
             home,

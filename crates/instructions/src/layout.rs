@@ -62,6 +62,12 @@ fn join_key(parts: &[String]) -> String {
     }
 }
 
+/// An empty `.git` folder is no repository (git itself passes over it): the sandbox leaves one
+/// as a read-only placeholder where none was, which must not move the project root.
+fn is_empty_dir(path: &Path) -> bool {
+    std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none())
+}
+
 impl Layout {
     /// Finds the project root: the first directory from `cwd` upwards holding any marker
     /// (a probe failure counts as absent); none ⇒ `cwd`.
@@ -70,10 +76,10 @@ impl Layout {
         let mut root = None;
         let mut dir = Some(cwd.as_path());
         while let Some(current) = dir {
-            let found = config
-                .project_root_markers
-                .iter()
-                .any(|marker| fs.exists(&current.join(marker)).unwrap_or(false));
+            let found = config.project_root_markers.iter().any(|marker| {
+                let path = current.join(marker);
+                fs.exists(&path).unwrap_or(false) && !(marker == ".git" && is_empty_dir(&path))
+            });
             if found {
                 root = Some(current.to_path_buf());
                 break;
@@ -224,6 +230,9 @@ mod tests {
         let cwd = root.join("packages/app");
         std::fs::create_dir_all(&cwd).unwrap();
         std::fs::create_dir(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        // An empty `.git` (the sandbox's placeholder) in between is no repository.
+        std::fs::create_dir(root.join("packages/.git")).unwrap();
         let git = config(&[".git"]);
         let layout = Layout::discover(&LocalFs, &cwd, &git);
         assert_eq!(layout.root, root);

@@ -118,22 +118,9 @@ impl ServerConfig {
     }
 }
 
-/// The environment a language server gets: secrets and `DSH_*` dropped, then `extra`.
-pub fn server_env(extra: &BTreeMap<String, String>) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars()
-        .filter(|(name, _)| {
-            let upper = name.to_ascii_uppercase();
-            !["KEY", "PASSWORD", "SECRET", "TOKEN"]
-                .iter()
-                .any(|w| upper.contains(w))
-                && !name.starts_with("DSH_")
-        })
-        .collect();
-    for (name, value) in extra {
-        env.retain(|(n, _)| n != name);
-        env.push((name.clone(), value.clone()));
-    }
-    env
+/// The environment a language server gets: dsh's through the one child filter, then `extra`.
+pub fn server_env(extra: &BTreeMap<String, String>) -> dsh_process::ChildEnv {
+    dsh_process::ChildEnv::inherited().with(extra.clone())
 }
 
 /// `command` on the scrubbed `PATH` (a path with a slash is taken as is).
@@ -291,7 +278,7 @@ fn answer_server_request(
 impl Instance {
     async fn spawn(config: &ServerConfig, workspace: &Path) -> Result<Arc<Self>, LspError> {
         let env = server_env(&config.env);
-        let program = resolve_executable(&config.command, &env).ok_or_else(|| {
+        let program = resolve_executable(&config.command, env.vars()).ok_or_else(|| {
             LspError::new(
                 "LSP_SPAWN_FAILED",
                 format!(
@@ -300,12 +287,10 @@ impl Instance {
                 ),
             )
         })?;
-        let mut command = tokio::process::Command::new(&program);
+        let mut command = dsh_process::command(&program, &env);
         command
             .args(&config.args)
             .current_dir(workspace)
-            .env_clear()
-            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

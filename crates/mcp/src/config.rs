@@ -340,9 +340,11 @@ pub fn scrubbed_env(
     parent: impl IntoIterator<Item = (String, String)>,
     extra: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = dsh_secrets::filter_env(parent).into_iter().collect();
-    out.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-    out
+    dsh_process::ChildEnv::filtered(parent)
+        .with(extra.clone())
+        .into_vars()
+        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]

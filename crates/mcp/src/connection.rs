@@ -27,7 +27,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Transport;
-use crate::config::scrubbed_env;
 use crate::error::ConfigError;
 
 /// Client identity sent in `initialize` (catalog §4 "Client identity").
@@ -281,9 +280,7 @@ pub(crate) async fn connect(
             env,
             cwd,
         } => {
-            let parent = std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-            let child_env = scrubbed_env(parent, env);
+            let child_env = dsh_process::ChildEnv::inherited().with(env.clone());
             // Found in the child's own (scrubbed) PATH, as an absolute path: the spawn then
             // stays on posix_spawn.
             let base = cwd
@@ -291,17 +288,11 @@ pub(crate) async fn connect(
                 .map(std::path::PathBuf::from)
                 .or_else(|| std::env::current_dir().ok())
                 .unwrap_or_else(|| std::path::PathBuf::from("/"));
-            let program = dsh_secrets::resolve_program(
-                command,
-                child_env.get("PATH").map(String::as_str),
-                &base,
-            )
-            .unwrap_or_else(|| std::path::PathBuf::from(command));
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args)
-                .env_clear()
-                .envs(child_env)
-                .kill_on_drop(true);
+            let program = child_env
+                .resolve(command, &base)
+                .unwrap_or_else(|| std::path::PathBuf::from(command));
+            let mut cmd = dsh_process::command(program, &child_env);
+            cmd.args(args).kill_on_drop(true);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }

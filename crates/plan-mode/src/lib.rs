@@ -60,6 +60,9 @@ impl dsh_plugin::Plugin for PlanModePlugin {
         let plan = std::sync::Arc::new(PlanMode::new(config));
         ctx.provide(plan.clone())?;
         install(&plan, &host.hooks, &host.prompts, ctx);
+        host.presenters
+            .register(ctx, "plan/mode", modes::present)
+            .map_err(dsh_plugin::PluginError::other)?;
         let definition = tool::definition(plan.clone()).map_err(dsh_plugin::PluginError::other)?;
         host.tools
             .register(ctx, definition)

@@ -48,6 +48,24 @@ pub fn plan_state_of(event: &Event) -> Option<bool> {
         .flatten()
 }
 
+/// `plan/mode` as every front-end shows it: the session's mode, with a line for the person.
+pub fn present(event: &Event) -> Vec<dsh_plugin::transcript::Item> {
+    let Some(active) = plan_state_of(event) else {
+        return Vec::new();
+    };
+    let (mode, text) = if active {
+        ("plan", "plan mode on: the agent plans, it does not edit")
+    } else {
+        ("default", "plan mode off")
+    };
+    vec![dsh_plugin::transcript::Item::Mode(
+        dsh_plugin::transcript::ModeChange {
+            mode: mode.to_owned(),
+            text: Some(text.to_owned()),
+        },
+    )]
+}
+
 /// The combined id after `event`, given the current one: `Some` only when the event moves
 /// plan mode (a `/plan`, an approved `exit_plan_mode`, a pending selection applied).
 pub fn follow(current: &str, event: &Event) -> Option<String> {
@@ -67,6 +85,22 @@ mod tests {
         assert_eq!(split_mode_id("workspace-write"), ("workspace-write", false));
         // A bare suffix is not a combined id.
         assert_eq!(split_mode_id("+plan"), ("+plan", false));
+    }
+
+    #[test]
+    fn plan_mode_presents_itself_as_a_mode_item() {
+        use dsh_plugin::transcript::Item;
+        let event = |data: Value| Event::new("plan/mode", 0, 0, data);
+        let modes: Vec<String> = [true, false]
+            .into_iter()
+            .flat_map(|active| present(&event(serde_json::json!({"active": active}))))
+            .map(|item| match item {
+                Item::Mode(change) => change.mode,
+                other => panic!("not a mode: {other:?}"),
+            })
+            .collect();
+        assert_eq!(modes, ["plan", "default"]);
+        assert!(present(&event(serde_json::json!({}))).is_empty());
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub use spec::invalid_config;
 pub use startup::Startup;
 pub use startup::StartupTask;
 
+/// The display items and presenter registry (`HostServices::presenters`) a plugin presents its
+/// events with.
+pub use dsh_transcript as transcript;
+
 pub use dsh_agent::prompt::PromptRegistry;
 pub use dsh_agent::prompt::Section;
 pub use dsh_agent::prompt::SectionText;

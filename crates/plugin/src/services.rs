@@ -36,6 +36,9 @@ pub struct HostServices {
     pub sessions: Arc<Sessions>,
     /// The host's model adapter (it routes to the configured provider).
     pub adapter: Arc<dyn ModelAdapter>,
+    /// `event kind → display items` for the events plugins own (`dsh_transcript`): register
+    /// the presenters of your plugin's durable events here, so every front-end shows them.
+    pub presenters: Arc<dsh_transcript::EventPresenters>,
     /// Start-up work the host waits for before the first session runs.
     pub startup: Arc<crate::Startup>,
     pub info: HostInfo,

@@ -128,6 +128,10 @@ pub fn write_export(query: &SessionQuery, id: &str, out: &mut dyn Write) -> Resu
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "tests start their helpers directly"
+)]
 mod tests {
     use super::*;
 

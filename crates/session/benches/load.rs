@@ -1,6 +1,10 @@
 //! Session-log load speed and peak memory for a 100,000-event log:
 //! `cargo bench -p dsh-session --bench load`. The memory figures are printed first, measured in
 //! this fresh process (the kernel's peak-RSS mark is reset before each load).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark starts its own processes to measure them"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write;

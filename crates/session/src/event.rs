@@ -43,7 +43,7 @@ pub const SURFACE_KINDS: [&str; 3] = [
 
 /// Every event type a stored log may contain without `ignorable: true` (§1.4, §1.10). The
 /// most frequent types of a loop's log come first: interning a loaded event's type scans this.
-static KNOWN_KINDS: [&str; 45] = [
+static KNOWN_KINDS: [&str; 48] = [
     kind::ASSISTANT_CHUNK,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,
@@ -89,6 +89,9 @@ static KNOWN_KINDS: [&str; 45] = [
     "command/run",
     "command/done",
     "web/deepseek-search-llm-request",
+    "checkpoint/created",
+    "checkpoint/restore-started",
+    "checkpoint/restored",
 ];
 
 /// `true` for a type a stored log may hold without `ignorable: true`.

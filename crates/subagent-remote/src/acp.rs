@@ -195,7 +195,7 @@ async fn start(
     }
     let parent_cwd = request.parent.log().header().cwd.clone();
     let cwd = child_cwd(PREFIX, configured.as_deref(), parent_cwd.as_deref(), true)?;
-    let env = process::child_env(std::env::vars(), &config.env);
+    let env = dsh_process::ChildEnv::inherited().with(config.env.clone());
     let spawned = process::spawn(&config.command, &config.args, &cwd, &env).map_err(|e| {
         SubagentError::plain(format!(
             "{PREFIX} \"{}\": cannot start {}: {e}",

@@ -181,7 +181,7 @@ async fn start(config: ClaudeConfig, request: StartRequest) -> Result<SubagentRu
     }
     let parent_cwd = request.parent.log().header().cwd.clone();
     let cwd = child_cwd(PREFIX, None, parent_cwd.as_deref(), false)?;
-    let env = process::child_env(std::env::vars(), &config.env);
+    let env = dsh_process::ChildEnv::inherited().with(config.env.clone());
     let mode = config.permission_mode;
     let spawned =
         process::spawn(&config.command, &arguments(mode, &task), &cwd, &env).map_err(|_| {
@@ -218,7 +218,7 @@ async fn start(config: ClaudeConfig, request: StartRequest) -> Result<SubagentRu
                 () = signal.cancelled(), if !cancelled => {
                     cancelled = true;
                     if let Some(pgid) = pgid {
-                        dsh_tool_shell::kill_group(pgid, rustix::process::Signal::TERM);
+                        dsh_process::kill_group(pgid, rustix::process::Signal::TERM);
                     }
                 }
                 line = lines.next_line() => match line {
@@ -301,17 +301,17 @@ async fn start(config: ClaudeConfig, request: StartRequest) -> Result<SubagentRu
         Box::pin(async move {
             if settled_rx.borrow().is_none() {
                 if let Some(pgid) = pgid {
-                    dsh_tool_shell::kill_group(pgid, rustix::process::Signal::TERM);
+                    dsh_process::kill_group(pgid, rustix::process::Signal::TERM);
                 }
                 tokio::time::sleep(grace).await;
                 if let Some(pgid) = pgid {
-                    dsh_tool_shell::kill_group(pgid, rustix::process::Signal::KILL);
+                    dsh_process::kill_group(pgid, rustix::process::Signal::KILL);
                 }
             }
             if let Some(child) = child_slot.lock().await.take() {
                 process::reap(child, pgid, Duration::from_millis(10), grace).await;
             } else if let Some(pgid) = pgid {
-                dsh_tool_shell::kill_group(pgid, rustix::process::Signal::KILL);
+                dsh_process::kill_group(pgid, rustix::process::Signal::KILL);
             }
             Ok(())
         })

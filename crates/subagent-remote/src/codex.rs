@@ -287,7 +287,7 @@ async fn start(config: CodexConfig, request: StartRequest) -> Result<SubagentRun
     }
     let parent_cwd = request.parent.log().header().cwd.clone();
     let cwd = child_cwd(PREFIX, None, parent_cwd.as_deref(), false)?;
-    let env = process::child_env(std::env::vars(), &config.env);
+    let env = dsh_process::ChildEnv::inherited().with(config.env.clone());
     let fail_at = |stage: &str, category: &str| ProductFailure {
         product: "Codex",
         stage: stage.to_owned(),

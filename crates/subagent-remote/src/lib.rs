@@ -2,9 +2,9 @@
 //!
 //! Owns: the `acp` provider (any ACP agent over stdio, through the official client), the
 //! `codex` provider (Codex `app-server --stdio`), the `claude-code` provider (the `claude`
-//! CLI's stream-json mode), their configs and load-time checks, the subprocess seam they share
-//! (scrubbed environment, own process group, EOF → SIGTERM → SIGKILL ladder), and the product
-//! failure diagnostics.
+//! CLI's stream-json mode), their configs and load-time checks, and the product failure diagnostics. Their children
+//! are started through `dsh-process` (`piped`: the one environment filter, own process group,
+//! EOF → SIGTERM → SIGKILL ladder), re-exported here as [`process`].
 //! Does not own: the registry and the tools (`dsh-subagent`).
 //! Must not depend on: the host, front-ends.
 
@@ -13,7 +13,7 @@ pub mod claude;
 pub mod codex;
 mod common;
 pub mod plugin;
-pub mod process;
+pub use dsh_process::piped as process;
 
 pub use acp::AcpConfig;
 pub use acp::AcpProvider;

@@ -1,5 +1,9 @@
 //! Starting the harness under test: command line, working directory and a controlled
 //! environment (no inherited `DEEPSEEK_*`/`DSH_*`), shared by the ACP and headless drivers.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the test kit starts the dsh binary under test"
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -30,6 +30,7 @@ pub mod scenario;
 pub mod session_log;
 pub mod sse;
 pub mod synthetic;
+pub mod transcript_check;
 pub mod workspace;
 
 pub use error::{Result, TestkitError};

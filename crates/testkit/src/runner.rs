@@ -330,6 +330,11 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
                 &norm,
                 &mut failures,
             );
+            crate::transcript_check::judge_live_equals_replay(
+                &ctx.dsh_home,
+                &run.lines,
+                &mut failures,
+            );
             run.stderr
         }
         other => return Err(format!("unknown suite {other:?}")),

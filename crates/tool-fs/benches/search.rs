@@ -2,6 +2,10 @@
 //! next to ripgrep on the same tree when `rg` is on PATH (`rg --sort path` is ripgrep's
 //! single-threaded ordered walk; plain `rg` its parallel one). Compare ratios within one run.
 //! `cargo bench -p dsh-tool-fs --bench search`.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark starts its own processes to measure them"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;

@@ -102,15 +102,22 @@ pub(crate) fn read(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// Writes `content` to `target` atomically inside the target's directory handle: a temp file
-/// (0600, exclusive, no symlink follow) is filled and fsynced, given the existing file's mode
-/// (or 0600), then renamed over the target, or hard-linked to it with `create_new` (failing if
-/// the target appeared meanwhile: `Ok(false)`).
+/// (exclusive, no symlink follow) is filled and fsynced, then renamed over the target, or
+/// hard-linked to it with `create_new` (failing if the target appeared meanwhile: `Ok(false)`).
+/// An overwritten file keeps its mode; a new one gets what an editor's would: 0666 less the
+/// umask (the kernel applies it, and a default ACL of the folder, at creation).
 pub(crate) fn atomic_write(target: &Path, content: &[u8], create_new: bool) -> io::Result<bool> {
     let (parent, name) = split(target)?;
     let dir = open_dir(parent, true)?;
-    let mode = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(stat) if stat.st_mode & 0o170000 == 0o100000 => stat.st_mode & 0o7777,
-        _ => 0o600,
+    let existing_mode = match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) if stat.st_mode & 0o170000 == 0o100000 => Some(stat.st_mode & 0o7777),
+        _ => None,
+    };
+    // Private until it is filled when it replaces a file (whose mode it then takes).
+    let create_mode = if existing_mode.is_some() {
+        0o600
+    } else {
+        0o666
     };
     let random: [u8; 6] = rand::random();
     let tmp = format!(
@@ -122,12 +129,14 @@ pub(crate) fn atomic_write(target: &Path, content: &[u8], create_new: bool) -> i
         &dir,
         tmp.as_str(),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
+        Mode::from_raw_mode(create_mode),
     )?;
     let result = (|| -> io::Result<bool> {
         let mut file = File::from(fd);
         file.write_all(content)?;
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+        if let Some(mode) = existing_mode {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+        }
         file.sync_all()?;
         drop(file);
         if create_new {

@@ -3,8 +3,10 @@
 //! `justification`). Paths are canonicalized (symlinks and `..` resolved) before deciding.
 //!
 //! Short of `danger-full-access`, no write touches dsh's own configuration and state (dsh's
-//! home, any `.dsh` folder) or git's hooks and config (they name commands the user's git runs
-//! later). In every mode, reads refuse what holds secrets: process environments and memory under
+//! home, any `.dsh` folder), another agent's project configuration that a later run reads or
+//! executes (`.claude`, `.codex`, `.agents`, `.mcp.json`), or anything of git's own (its
+//! config and hooks name commands the user's git runs later; its index decides which nested
+//! repositories git enters). In every mode, reads refuse what holds secrets: process environments and memory under
 //! `/proc`, dsh's own process, dsh's home (but for the session's own spill folder and the
 //! skills), and the conventional credential folders of the user's home; a hard link to a
 //! secret file is refused like the file.
@@ -219,7 +221,10 @@ impl FilePolicy {
         }
     }
 
-    /// dsh's home, any `.dsh` folder, git hooks and git config.
+    /// dsh's home; any folder a later run reads as configuration or executes (`.dsh`,
+    /// `.claude`, `.codex`, `.agents`), at any depth; any `.mcp.json`; and anything of git's
+    /// own (a `.git` folder or pointer file, nested repositories' and `.git/modules/*`
+    /// included). Refused whether or not the path exists yet.
     pub fn is_protected(&self, real: &Path) -> bool {
         if self
             .dsh_home
@@ -235,9 +240,16 @@ impl FilePolicy {
                 _ => None,
             })
             .collect();
-        names.iter().any(|name| *name == ".dsh")
-            || names.windows(2).any(|w| w[0] == ".git" && w[1] == "hooks")
-            || names.ends_with(&[std::ffi::OsStr::new(".git"), std::ffi::OsStr::new("config")])
+        names.iter().any(|name| {
+            *name == dsh_tools::GIT_DIR_NAME
+                || dsh_tools::PROTECTED_PROJECT_DIRS
+                    .iter()
+                    .any(|dir| *name == std::ffi::OsStr::new(dir))
+        }) || names.last().is_some_and(|name| {
+            dsh_tools::PROTECTED_PROJECT_FILES
+                .iter()
+                .any(|file| *name == std::ffi::OsStr::new(file))
+        })
     }
 
     fn writable_roots(&self) -> Vec<PathBuf> {

@@ -19,6 +19,12 @@ fn args(path: &str, content: &str) -> WriteArgs {
     }
 }
 
+fn process_umask() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Umask:")).unwrap();
+    u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
+}
+
 async fn read_file(ctx: &FsContext, path: &str) {
     let a = read::ReadArgs {
         file_path: path.into(),
@@ -48,9 +54,10 @@ async fn create_then_update_after_read() {
         serde_json::json!({"diffs": []})
     );
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "hello world");
+    // Created as an editor would: 0666 less the process's umask, not 0600.
     assert_eq!(
         std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-        0o600
+        0o666 & !process_umask()
     );
 
     // Our own write counts as observed: an immediate overwrite is allowed.

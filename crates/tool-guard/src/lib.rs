@@ -163,6 +163,11 @@ fn confine_and_exec(args: Vec<OsString>) -> io::Result<Never> {
         rustix::process::setrlimit(resource, limit)
             .map_err(|e| io::Error::other(format!("cannot set {resource:?} to {value}: {e}")))?;
     }
+    // The confined command is exec'd in the environment dsh already filtered.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the confinement step execs what dsh gave it"
+    )]
     Err(std::process::Command::new(&program).args(args).exec())
 }
 
@@ -275,6 +280,11 @@ fn guard(args: Vec<OsString>) -> io::Result<()> {
     // Fails only if we already lead a process group; dsh never starts us as one.
     let _ = rustix::process::setsid();
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    // The guard runs the command dsh handed it, in the environment dsh already filtered.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the guard execs what dsh gave it"
+    )]
     let mut command = std::process::Command::new(&program);
     command.args(args).stdin(Stdio::null()).process_group(0);
     let child = command.spawn();

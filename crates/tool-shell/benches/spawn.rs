@@ -6,6 +6,10 @@
 //!
 //! `cargo bench -p dsh-tool-shell --bench spawn`; figures in `docs/benchmarks.md`. With
 //! `DSH_BENCH_NO_GUARD=1` the unconfined call runs without the process guard.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "a benchmark starts its own processes to measure them"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;

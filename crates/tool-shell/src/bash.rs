@@ -45,6 +45,15 @@ impl SandboxPermissions {
     }
 }
 
+impl From<SandboxPermissions> for SandboxMode {
+    fn from(value: SandboxPermissions) -> Self {
+        match value {
+            SandboxPermissions::WorkspaceWrite => Self::WorkspaceWrite,
+            SandboxPermissions::DangerFullAccess => Self::DangerFullAccess,
+        }
+    }
+}
+
 /// `bash` arguments, with upstream's parameter names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BashArgs {

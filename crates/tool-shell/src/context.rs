@@ -127,7 +127,9 @@ impl ShellContext {
         let managed = self.managed_env();
         match &self.base_env {
             Some(base) => crate::process::child_env(base.iter().cloned(), &managed),
-            None => crate::process::child_env(std::env::vars(), &managed),
+            None => {
+                crate::process::child_env(dsh_process::ChildEnv::inherited().into_vars(), &managed)
+            }
         }
     }
 }

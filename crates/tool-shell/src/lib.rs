@@ -1,35 +1,34 @@
-//! `dsh-tool-shell`: the `bash` tool and the background jobs runtime with its tools
-//! (`job_output`, `job_list`, `job_kill`).
+//! `dsh-tool-shell`: the `bash` tool and the job tools (`job_output`, `job_list`, `job_kill`).
 //!
-//! Owns: spawning `bash -c` in its own process group (stdin at EOF, group-wide kills on
-//! timeout, cancel and drop), bounded stream capture with full-stream spill files, the exact
-//! upstream result texts and cards, and the [`JobsRuntime`] (ids, owner fencing, admission
-//! limit, completion notices, owner cleanup). Also the confining executor: bubblewrap
-//! confinement per [`SandboxMode`] (see [`sandbox`]), denial markers, fail-closed runner
-//! failures, and one-call escalation through the tool runtime's approval seam; and the process
-//! guard of unconfined commands ([`guard`]: own session, subreaper, dies with dsh).
-//! Does not own: when tools run or how results are logged (`dsh-tools`, `dsh-agent`).
+//! Owns: the `bash` tool (arguments, timeouts, background starts, the exact upstream result
+//! texts and cards, fail-closed runner failures, one-call escalation through the tool
+//! runtime's approval seam, client terminals) and the `job_*` tools over the jobs runtime.
+//! Does not own: spawning, confinement, capture and the process guard (`dsh-process`), the
+//! jobs runtime (`dsh-jobs`), when tools run or how results are logged (`dsh-tools`,
+//! `dsh-agent`).
 //! [`JobsPlugin`] (`[plugins.jobs]`) and [`BashPlugin`] (`[plugins.bash]`) mount them through
 //! the host's seams, with the job-notice policy.
 //! Must not depend on: other concrete tool crates, the host, a front-end.
 
 mod background;
 pub mod bash;
-mod capture;
 mod client_terminal;
 mod context;
-mod error;
 pub mod escalation;
-pub mod guard;
 pub mod job_tools;
-pub mod jobs;
-pub mod notice;
 mod plugin;
-mod process;
 pub mod register;
-pub mod sandbox;
 pub mod spill;
 pub mod texts;
+
+// The process library and the jobs runtime, under the paths this crate has always offered.
+pub use dsh_jobs::jobs;
+pub use dsh_jobs::notice;
+use dsh_process::capture;
+use dsh_process::error;
+pub use dsh_process::guard;
+use dsh_process::process;
+pub use dsh_process::sandbox;
 
 pub use bash::BashArgs;
 pub use bash::BashOutput;

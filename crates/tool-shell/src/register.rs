@@ -21,7 +21,6 @@ use crate::bash::BashArgs;
 use crate::bash::BashOutput;
 use crate::capture::OutputTap;
 use crate::context::ShellContext;
-use crate::error::ShellError;
 use crate::escalation::ApprovalRoute;
 use crate::job_tools;
 use crate::job_tools::JobKillArgs;
@@ -57,15 +56,6 @@ pub struct ShellTools {
 
 /// Why the tools could not be set up (kept as a name for callers).
 pub type ShellRegisterError = dsh_tools::SetupError;
-
-impl From<ShellError> for ToolError {
-    fn from(error: ShellError) -> Self {
-        match (error.name, error.code) {
-            (Some(name), Some(code)) => ToolError::coded(name, code, error.message),
-            _ => ToolError::new(error.message),
-        }
-    }
-}
 
 fn owner_of(run: &ToolRun) -> Option<OwnerId> {
     run.agent().map(|agent| OwnerId::new(agent.id()))

@@ -64,10 +64,15 @@ impl SkillRoots {
     }
 }
 
-/// The nearest ancestor of `cwd` (itself included) holding `.git`, else `cwd`.
+/// The nearest ancestor of `cwd` (itself included) holding `.git`, else `cwd`. An empty `.git`
+/// folder is no repository (git passes over it; the sandbox leaves one as a placeholder).
 pub fn project_root(cwd: &Path) -> PathBuf {
     cwd.ancestors()
-        .find(|dir| dir.join(".git").exists())
+        .find(|dir| {
+            let git = dir.join(".git");
+            git.exists()
+                && !std::fs::read_dir(&git).is_ok_and(|mut entries| entries.next().is_none())
+        })
         .unwrap_or(cwd)
         .to_path_buf()
 }

@@ -76,6 +76,9 @@ fn discovery_ranks_roots_and_accepts_both_layouts() {
     let cwd = project.join("sub/dir");
     std::fs::create_dir_all(&cwd).unwrap();
     std::fs::create_dir_all(project.join(".git")).unwrap();
+    std::fs::write(project.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    // The sandbox's empty placeholder in the session's folder is no repository.
+    std::fs::create_dir_all(cwd.join(".git")).unwrap();
     let home = tmp.path().join("home");
     write(
         &project,

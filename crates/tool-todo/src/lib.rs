@@ -15,6 +15,9 @@ use dsh_plugin::HostServices;
 use dsh_plugin::Plugin;
 use dsh_plugin::PluginError;
 use dsh_plugin::SessionContext;
+use dsh_plugin::transcript::Item;
+use dsh_plugin::transcript::PlanEntry;
+use dsh_plugin::transcript::PlanStatus;
 use dsh_protocol::ContentBlock;
 use dsh_tools::DefineError;
 use dsh_tools::Tool;
@@ -251,8 +254,31 @@ impl Plugin for TodoPlugin {
     fn apply(&self, ctx: &Scope, config: TodoConfig) -> Result<(), PluginError> {
         let host = HostServices::of(ctx)?;
         register(&host.tools, ctx, config).map_err(PluginError::other)?;
+        host.presenters
+            .register(ctx, TodoWrite::KIND, present)
+            .map_err(PluginError::other)?;
         Ok(())
     }
+}
+
+/// `todo/write` as every front-end shows it: the whole list as the plan.
+pub fn present(event: &dsh_plugin::transcript::Event) -> Vec<Item> {
+    let Some(Ok(write)) = event.decode::<TodoWrite>() else {
+        return Vec::new();
+    };
+    let entries = write
+        .todos
+        .into_iter()
+        .map(|todo| PlanEntry {
+            content: todo.content,
+            status: match todo.status {
+                TodoStatus::Pending => PlanStatus::Pending,
+                TodoStatus::InProgress => PlanStatus::InProgress,
+                TodoStatus::Completed => PlanStatus::Completed,
+            },
+        })
+        .collect();
+    vec![Item::Plan(entries)]
 }
 
 impl HostPlugin for TodoPlugin {

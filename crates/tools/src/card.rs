@@ -300,6 +300,16 @@ impl ToolResultView {
     }
 }
 
+/// A logged call's arguments as the loop, presenters and every front-end see them: parsed
+/// JSON; the raw string when it is not JSON (never `Null`), so a typed tool reports that its
+/// arguments must be an object instead of the loop inventing an error; `{}` when empty.
+pub fn parse_arguments(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return Value::Object(serde_json::Map::new());
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
 /// The pending card of a call: the definition's presenter, or the generic fallback when it has
 /// none, returns nothing, or the logged arguments no longer fit (soft validation).
 pub fn call_card(

@@ -159,3 +159,13 @@ fn fallback_cards() {
     };
     assert_eq!(result_card(None, &args, &view), None);
 }
+
+#[test]
+fn arguments_parse_empty_as_object_and_keep_the_raw_string_when_not_json() {
+    assert_eq!(parse_arguments(""), json!({}));
+    assert_eq!(parse_arguments("  "), json!({}));
+    assert_eq!(parse_arguments("{\"x\":[1]}"), json!({"x": [1]}));
+    // Never `Null`: a presenter and the tool see what the model sent.
+    assert_eq!(parse_arguments("{oops"), json!("{oops"));
+    assert_eq!(parse_arguments("null"), serde_json::Value::Null);
+}

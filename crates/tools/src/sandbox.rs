@@ -91,6 +91,22 @@ pub enum NetworkAccess {
     Deny,
 }
 
+/// Folders of a project that a later run reads as configuration or executes: dsh's own
+/// (`config.toml`, skills, plugins), the hook and settings folders of the agents whose hook
+/// files dsh runs (Claude Code, codex), and the shared skills folder. Short of
+/// `danger-full-access` no tool writes them: the file tools refuse any path through one, and a
+/// confined command sees the workspace's own read-only (see `docs/security.md`).
+pub const PROTECTED_PROJECT_DIRS: [&str; 4] = [".dsh", ".claude", ".codex", ".agents"];
+
+/// Files of a project that another agent the person runs reads as its server list.
+pub const PROTECTED_PROJECT_FILES: [&str; 1] = [".mcp.json"];
+
+/// git's own folder (or, in a linked worktree or a submodule, the file that points at it):
+/// its config names commands (`core.fsmonitor`, `core.hooksPath`, filters) and its hooks are
+/// commands that the person's git runs later, unconfined. Its index decides which nested
+/// repositories git enters.
+pub const GIT_DIR_NAME: &str = ".git";
+
 /// What one confined command may use (`[plugins.sandbox]`): its processes (threads count),
 /// the memory each of its processes may allocate, and the size of its private `/tmp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

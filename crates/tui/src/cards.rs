@@ -568,7 +568,7 @@ mod tests {
         ToolEntry {
             call_id: "c".into(),
             name: name.into(),
-            arguments,
+            arguments: arguments.into(),
             call: ToolCallView::Generic {
                 title: "Update todo list".into(),
                 kind: None,

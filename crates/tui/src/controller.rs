@@ -1018,7 +1018,11 @@ fn attach(
                 .ok()
         });
     Session {
-        presenters: Presenters::new(registry.clone(), agent.scope().clone()),
+        presenters: Presenters::new(
+            registry.clone(),
+            agent.scope().clone(),
+            agent.scope().service::<dsh_transcript::EventPresenters>(),
+        ),
         questions,
         agent,
         events,

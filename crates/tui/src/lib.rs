@@ -40,7 +40,6 @@ pub use controller::Controller;
 pub use input::Editor;
 pub use live::LiveOutput;
 pub use live::OutputDropped;
-pub use model::CardSource;
 pub use model::Presenters;
 pub use model::Transcript;
 pub use questions::PendingQuestions;

@@ -1,92 +1,37 @@
-//! The transcript: a fold of committed session events into what the screen shows.
+//! The transcript: the session's display items (`dsh_transcript`) as the entries the screen
+//! shows.
 //!
-//! The same fold serves live updates (one event at a time from the agent's broadcast) and
-//! resume (every event of a loaded log), so a resumed session looks exactly like the live one
-//! did. Cards come from the tool registry's presenters through [`CardSource`].
+//! The one transcript fold serves live updates (one event at a time from the agent's
+//! broadcast) and resume (every event of a loaded log), so a resumed session looks exactly
+//! like the live one did. This file only maps items to entries: cards come from each tool's
+//! presenters and plugin events from the plugins' own presenters, through the fold.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use dsh_kernel::Scope;
-use dsh_protocol::ContentBlock;
-use dsh_protocol::StreamChunk;
 use dsh_protocol::TokenUsage;
 use dsh_session::Event;
-use dsh_session::data;
 use dsh_session::data::AbortReason;
 use dsh_session::data::TurnEndReason;
-use dsh_tools::ResultView;
 use dsh_tools::ToolCallView;
-use dsh_tools::ToolRegistry;
 use dsh_tools::ToolResultView;
+use dsh_transcript::AssistantDone;
+use dsh_transcript::Fold;
+use dsh_transcript::Item;
+use dsh_transcript::PlanEntry;
+use dsh_transcript::TextDelta;
+use dsh_transcript::ToolCallItem;
+use dsh_transcript::ToolResultItem;
 use serde_json::Value;
+
+pub use dsh_transcript::NoticeLevel;
+pub use dsh_transcript::Part;
+/// Where a session's cards and plugin items come from (the tool registry seen from the
+/// agent's scope, the host's presenters); the default has neither.
+pub use dsh_transcript::Presentation as Presenters;
 
 /// How much live output a running card keeps (the bash tool's own in-memory tail).
 pub const LIVE_TAIL_BYTES: usize = 64_000;
-
-/// Where the fold gets a tool's cards from.
-pub trait CardSource {
-    fn call_card(&self, name: &str, arguments: &Value) -> ToolCallView;
-    fn result_card(
-        &self,
-        name: &str,
-        arguments: &Value,
-        view: &ResultView,
-    ) -> Option<ToolResultView>;
-}
-
-/// The registry's presenters as seen from one agent scope (agent-scoped tools such as the
-/// file tools are registered there, not at the root).
-#[derive(Clone, Default)]
-pub struct Presenters {
-    pub registry: Option<Arc<ToolRegistry>>,
-    pub scope: Option<Scope>,
-}
-
-impl std::fmt::Debug for Presenters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Presenters").finish_non_exhaustive()
-    }
-}
-
-impl Presenters {
-    pub fn new(registry: Arc<ToolRegistry>, scope: Scope) -> Self {
-        Self {
-            registry: Some(registry),
-            scope: Some(scope),
-        }
-    }
-}
-
-impl CardSource for Presenters {
-    fn call_card(&self, name: &str, arguments: &Value) -> ToolCallView {
-        let definition = self
-            .registry
-            .as_ref()
-            .and_then(|registry| registry.get(name, self.scope.as_ref()));
-        dsh_tools::call_card(definition.as_deref(), name, arguments)
-    }
-
-    fn result_card(
-        &self,
-        name: &str,
-        arguments: &Value,
-        view: &ResultView,
-    ) -> Option<ToolResultView> {
-        let definition = self
-            .registry
-            .as_ref()
-            .and_then(|registry| registry.get(name, self.scope.as_ref()));
-        dsh_tools::result_card(definition.as_deref(), arguments, view)
-    }
-}
-
-/// One part of an assistant message, in stream order.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Part {
-    Text(String),
-    Reasoning(String),
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AssistantEntry {
@@ -109,7 +54,8 @@ pub enum ToolState {
 pub struct ToolEntry {
     pub call_id: String,
     pub name: String,
-    pub arguments: Value,
+    /// Parsed once by the transcript fold (the raw string when not JSON).
+    pub arguments: Arc<Value>,
     pub call: ToolCallView,
     pub result: Option<ToolResultView>,
     /// The model-facing text of the result (shown when the tool has no result card).
@@ -117,13 +63,6 @@ pub struct ToolEntry {
     pub state: ToolState,
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoticeLevel {
-    Info,
-    Warning,
-    Error,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,13 +120,15 @@ impl UsageTotals {
 pub struct Transcript {
     pub entries: Vec<Entry>,
     pub usage: UsageTotals,
-    pub todos: Vec<dsh_tool_todo::Todo>,
+    /// The agent's plan (the latest one a plugin presented).
+    pub plan: Vec<PlanEntry>,
     pub title: Option<String>,
     /// A turn is open (between `turn/start` and `turn/end`).
     pub turn_open: bool,
     /// The seq of the last folded event (events at or below it are skipped on re-delivery).
     pub last_seq: Option<u64>,
     calls: HashMap<String, usize>,
+    fold: Fold,
     /// One stamp per entry, replaced whenever the entry changes: what the renderer caches by.
     stamps: Vec<u64>,
 }
@@ -207,11 +148,11 @@ impl Transcript {
     /// Folds a whole log (resume replay).
     pub fn from_events<'a>(
         events: impl IntoIterator<Item = &'a Arc<Event>>,
-        cards: &dyn CardSource,
+        presenters: &Presenters,
     ) -> Self {
         let mut transcript = Self::new();
         for event in events {
-            transcript.apply(event, cards);
+            transcript.apply(event, presenters);
         }
         transcript
     }
@@ -247,44 +188,60 @@ impl Transcript {
 
     /// Folds one committed event. Re-delivered events (seq not above the last) are ignored, so
     /// a subscription opened before a replay may overlap it safely.
-    pub fn apply(&mut self, event: &Event, cards: &dyn CardSource) {
+    pub fn apply(&mut self, event: &Event, presenters: &Presenters) {
         if self.last_seq.is_some_and(|last| event.seq <= last) {
             return;
         }
         self.last_seq = Some(event.seq);
-        match event.kind.as_str() {
-            dsh_session::kind::TURN_START => self.turn_open = true,
-            dsh_session::kind::TURN_END => self.turn_end(event),
-            dsh_session::kind::USER_MESSAGE => self.user(event),
-            dsh_session::kind::ASSISTANT_CHUNK => self.chunk(event),
-            dsh_session::kind::ASSISTANT_MESSAGE => self.assistant(event),
-            dsh_session::kind::TOOL_CALL => self.tool_call(event, cards),
-            dsh_session::kind::TOOL_RESULT => self.tool_result(event, cards),
-            dsh_session::kind::TODO_WRITE => {
-                if let Some(Ok(todo)) = event.decode::<dsh_tool_todo::TodoWrite>() {
-                    self.todos = todo.todos;
+        for item in self.fold.apply(presenters, event) {
+            self.render(item.item, item.time);
+        }
+    }
+
+    /// One display item as entries. Approvals and questions are asked in their own boxes
+    /// (the UI's approval and question services), not from the log.
+    fn render(&mut self, item: Item, time: u64) {
+        match item {
+            Item::TurnStarted => self.turn_open = true,
+            Item::TurnEnded(reason) => self.turn_end(reason),
+            Item::User(user) => {
+                let text = user.text();
+                if !text.is_empty() {
+                    self.push(Entry::User(text));
                 }
             }
-            dsh_session::kind::LLM_RETRY => {
-                if let Some(Ok(retry)) = event.decode::<data::LlmRetry>() {
-                    let of = retry
-                        .max_retries
-                        .map(|max| format!("/{max}"))
-                        .unwrap_or_default();
-                    let text = format!(
-                        "retry {}{of} in {:.1}s: {}",
-                        retry.retry,
-                        retry.delay_ms as f64 / 1000.0,
-                        retry.failure.message
-                    );
-                    self.notice(NoticeLevel::Warning, text);
+            Item::AssistantText(delta) => self.chunk(delta, true),
+            Item::Thought(delta) => self.chunk(delta, false),
+            Item::AssistantDone(done) => self.assistant(done),
+            Item::Usage(usage) => self.usage.add(&usage),
+            Item::ToolCall(call) => self.tool_call(call, time),
+            Item::ToolResult(result) => self.tool_result(result, time),
+            Item::Plan(plan) => self.plan = plan,
+            Item::Title(title) => self.title = Some(title),
+            Item::Retry(retry) => {
+                let of = retry
+                    .max_retries
+                    .map(|max| format!("/{max}"))
+                    .unwrap_or_default();
+                let text = format!(
+                    "retry {}{of} in {:.1}s: {}",
+                    retry.retry,
+                    retry.delay_ms as f64 / 1000.0,
+                    retry.message
+                );
+                self.notice(NoticeLevel::Warning, text);
+            }
+            Item::Notice(notice) => self.notice(notice.level, notice.text),
+            Item::Mode(mode) => {
+                if let Some(text) = mode.text {
+                    self.notice(NoticeLevel::Info, text);
                 }
             }
-            dsh_session::kind::SESSION_TITLE => {
-                if let Some(Ok(title)) = event.decode::<data::SessionTitle>() {
-                    self.title = Some(title.title);
-                }
-            }
+            Item::ApprovalAsked(_)
+            | Item::ApprovalSettled(_)
+            | Item::QuestionAsked(_)
+            | Item::Child(_) => {}
+            // A newer item kind: nothing to show until the TUI learns it.
             _ => {}
         }
     }
@@ -329,21 +286,6 @@ impl Transcript {
         })
     }
 
-    fn user(&mut self, event: &Event) {
-        let Some(Ok(data::UserMessage(message))) = event.decode::<data::UserMessage>() else {
-            return;
-        };
-        // Runtime context snapshots and job notices are model-facing, not things the user typed.
-        let kind = message.source.kind();
-        if !kind.is_empty() && kind != "user" {
-            return;
-        }
-        let text = dsh_protocol::text_of(&message.content);
-        if !text.is_empty() {
-            self.push(Entry::User(text));
-        }
-    }
-
     fn live_assistant(&mut self, turn: u64, step: u64) -> &mut AssistantEntry {
         let existing = self.entries.iter().rposition(|entry| {
             matches!(entry, Entry::Assistant(a) if a.streaming && a.turn == turn && a.step == step)
@@ -371,53 +313,27 @@ impl Transcript {
         }
     }
 
-    fn chunk(&mut self, event: &Event) {
-        let Some(Ok(chunk)) = event.decode::<data::AssistantChunk>() else {
-            return;
-        };
-        let (text, reasoning) = match chunk.chunk {
-            StreamChunk::TextDelta { text, .. } => (true, text),
-            StreamChunk::ReasoningDelta { text, .. } => (false, text),
-            _ => return,
-        };
-        let entry = self.live_assistant(chunk.turn, chunk.step);
-        match (entry.parts.last_mut(), text) {
+    fn chunk(&mut self, delta: TextDelta, visible: bool) {
+        let entry = self.live_assistant(delta.turn, delta.step);
+        match (entry.parts.last_mut(), visible) {
             (Some(Part::Text(buffer)), true) | (Some(Part::Reasoning(buffer)), false) => {
-                buffer.push_str(&reasoning)
+                buffer.push_str(&delta.text)
             }
-            (_, true) => entry.parts.push(Part::Text(reasoning)),
-            (_, false) => entry.parts.push(Part::Reasoning(reasoning)),
+            (_, true) => entry.parts.push(Part::Text(delta.text)),
+            (_, false) => entry.parts.push(Part::Reasoning(delta.text)),
         }
     }
 
-    fn assistant(&mut self, event: &Event) {
-        let Some(Ok(message)) = event.decode::<data::AssistantMessage>() else {
-            return;
-        };
-        if let Some(usage) = &message.usage {
-            self.usage.add(usage);
-        }
-        let parts: Vec<Part> = message
-            .message
-            .content
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text { text } if !text.is_empty() => Some(Part::Text(text.clone())),
-                ContentBlock::Reasoning { text } if !text.is_empty() => {
-                    Some(Part::Reasoning(text.clone()))
-                }
-                _ => None,
-            })
-            .collect();
+    fn assistant(&mut self, done: AssistantDone) {
         let position = self.entries.iter().rposition(|entry| {
-            matches!(entry, Entry::Assistant(a) if a.streaming && a.turn == message.turn && a.step == message.step)
+            matches!(entry, Entry::Assistant(a) if a.streaming && a.turn == done.turn && a.step == done.step)
         });
         let entry = AssistantEntry {
-            turn: message.turn,
-            step: message.step,
-            parts,
+            turn: done.turn,
+            step: done.step,
+            parts: done.parts,
             streaming: false,
-            interrupted: message.interrupted,
+            interrupted: done.interrupted,
         };
         match position {
             Some(index) if entry.parts.is_empty() && !entry.interrupted => {
@@ -439,69 +355,40 @@ impl Transcript {
         }
     }
 
-    fn tool_call(&mut self, event: &Event, cards: &dyn CardSource) {
-        let Some(Ok(call)) = event.decode::<data::ToolCall>() else {
-            return;
-        };
-        let arguments = parse_arguments(&call.arguments);
-        let card = cards.call_card(&call.name, &arguments);
+    fn tool_call(&mut self, call: ToolCallItem, time: u64) {
         self.calls.insert(call.call_id.clone(), self.entries.len());
         self.push(Entry::Tool(Box::new(ToolEntry {
             call_id: call.call_id,
             name: call.name,
-            arguments,
-            call: card,
+            arguments: call.arguments,
+            call: call.card,
             result: None,
             output: None,
             state: ToolState::Running,
-            started_ms: event.time,
+            started_ms: time,
             ended_ms: None,
         })));
     }
 
-    fn tool_result(&mut self, event: &Event, cards: &dyn CardSource) {
-        let Some(Ok(result)) = event.decode::<data::ToolResult>() else {
-            return;
-        };
-        let Some((call_id, content, is_error)) =
-            result.message.content.iter().find_map(|block| match block {
-                ContentBlock::ToolResult {
-                    tool_call_id,
-                    content,
-                    is_error,
-                } => Some((
-                    tool_call_id.clone(),
-                    content.clone(),
-                    *is_error == Some(true),
-                )),
-                _ => None,
-            })
-        else {
-            return;
-        };
-        let Some(index) = self.calls.remove(&call_id) else {
+    fn tool_result(&mut self, result: ToolResultItem, time: u64) {
+        let Some(index) = self.calls.remove(&result.call_id) else {
             return;
         };
         self.touch(index);
         let Some(Entry::Tool(entry)) = self.entries.get_mut(index) else {
             return;
         };
-        let view = ResultView {
-            content,
-            is_error,
-            meta: result.meta,
-        };
-        entry.result = cards.result_card(&entry.name, &entry.arguments, &view);
-        entry.output = Some(dsh_protocol::text_of(&view.content));
-        entry.state = if is_error {
+        entry.output = Some(result.text());
+        entry.result = result.card;
+        entry.state = if result.view.is_error {
             ToolState::Failed
         } else {
             ToolState::Done
         };
-        entry.ended_ms = Some(event.time);
+        entry.ended_ms = Some(time);
     }
 
-    fn turn_end(&mut self, event: &Event) {
+    fn turn_end(&mut self, reason: TurnEndReason) {
         self.turn_open = false;
         // A live entry that never got its message (cancelled mid-stream) stops streaming.
         let mut stopped = Vec::new();
@@ -517,10 +404,7 @@ impl Transcript {
         for index in stopped {
             self.touch(index);
         }
-        let Some(Ok(end)) = event.decode::<data::TurnEnd>() else {
-            return;
-        };
-        match end.reason {
+        match reason {
             TurnEndReason::Completed => {}
             TurnEndReason::Blocked => self.notice(NoticeLevel::Warning, "turn blocked"),
             TurnEndReason::MaxTokens => {
@@ -548,15 +432,6 @@ impl Transcript {
             }
         }
     }
-}
-
-/// Arguments as presenters see them: parsed JSON, the raw string when unparsable, `{}` when
-/// empty.
-fn parse_arguments(raw: &str) -> Value {
-    if raw.trim().is_empty() {
-        return Value::Object(serde_json::Map::new());
-    }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
 }
 
 #[cfg(test)]

@@ -1,3 +1,4 @@
+use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use pretty_assertions::assert_eq;
@@ -135,7 +136,24 @@ fn a_cancelled_turn_leaves_a_notice_and_stops_streaming() {
             json!({"todos":[{"content":"a","status":"in_progress"}]}),
         ),
     ];
-    let t = fold(&events);
+    // The plan is the todo plugin's event: the TUI shows whatever its presenter says.
+    let presenters = Arc::new(dsh_transcript::EventPresenters::new());
+    let root = dsh_kernel::Scope::root();
+    presenters
+        .register(&root, "todo/write", |_| {
+            vec![dsh_transcript::Item::Plan(vec![
+                dsh_transcript::PlanEntry {
+                    content: "a".into(),
+                    status: dsh_transcript::PlanStatus::InProgress,
+                },
+            ])]
+        })
+        .unwrap();
+    let presentation = Presenters {
+        presenters: Some(presenters),
+        ..Presenters::default()
+    };
+    let t = Transcript::from_events(events.iter(), &presentation);
     assert!(matches!(&t.entries[0], Entry::Assistant(a) if !a.streaming && a.interrupted));
     assert_eq!(
         t.entries[1],
@@ -144,7 +162,9 @@ fn a_cancelled_turn_leaves_a_notice_and_stops_streaming() {
             text: "turn cancelled by you".into()
         }
     );
-    assert_eq!(t.todos.len(), 1);
+    assert_eq!(t.plan.len(), 1);
+    // Without the plugin's presenter there is no plan.
+    assert!(fold(&events).plan.is_empty());
 }
 
 #[test]

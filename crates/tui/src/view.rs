@@ -701,16 +701,16 @@ pub fn status_line(state: &UiState, width: usize) -> Line<'static> {
             Style::default().fg(Color::Yellow),
         ));
     }
-    let todos = &state.transcript.todos;
+    let todos = &state.transcript.plan;
     if !todos.is_empty() {
-        use dsh_tool_todo::TodoStatus;
+        use dsh_transcript::PlanStatus;
         let done = todos
             .iter()
-            .filter(|t| t.status == TodoStatus::Completed)
+            .filter(|t| t.status == PlanStatus::Completed)
             .count();
         let current = todos
             .iter()
-            .find(|t| t.status == TodoStatus::InProgress)
+            .find(|t| t.status == PlanStatus::InProgress)
             .map(|t| format!(": {}", t.content))
             .unwrap_or_default();
         tail.push(Span::styled(

@@ -5,7 +5,10 @@
 //! real event loop) and the real `dsh` binary against the replay model server. `dsh` is wired
 //! by the CLI crate, so that test skips with a notice when `target/debug/dsh` is absent or
 //! does not offer the UI yet.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -1,6 +1,10 @@
 //! The client's own capabilities, against a client that really has them: an editor that keeps
 //! unsaved buffers (`fs/read_text_file`, `fs/write_text_file`) and runs terminals as real
 //! processes (`terminal/*`). The agent side runs dsh's real file and shell tools.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::collections::HashMap;
 use std::path::Path;

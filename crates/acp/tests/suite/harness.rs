@@ -1,6 +1,10 @@
 //! A real host behind the bridge: `dsh_host::Host` over the scripted model and a JSONL session
 //! store in a temp dir, with two real tools (`bash` runs a process, `edit` rewrites a file)
 //! with terminal and diff cards.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::io;
 use std::path::Path;

@@ -8,6 +8,10 @@
 //! then `session/load` and `session/list` on a second connection with the `terminal_output`
 //! extension, replaying the cards. Every notification, agent→client request and response must
 //! validate.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::collections::HashMap;
 use std::path::Path;

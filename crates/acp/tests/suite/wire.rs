@@ -109,6 +109,50 @@ async fn session_new_rejections_use_the_exact_texts() {
     );
 }
 
+/// `write` would create a missing folder; a file is no folder: both are refused up front,
+/// as `dsh exec -C` refuses them.
+#[tokio::test]
+async fn session_new_and_load_refuse_a_cwd_that_is_missing_or_a_file() {
+    let home = tempfile::tempdir().unwrap();
+    let mut wire = Wire::start(TestHost::new(home.path()));
+    wire.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    wire.until_response(1).await;
+    let missing = home.path().join("no/such/folder");
+    wire.request(2, "session/new", json!({"cwd": missing, "mcpServers": []}));
+    let (_, response) = wire.until_response(2).await;
+    assert_eq!(
+        response["error"],
+        json!({"code": -32602, "message": format!("Invalid params: cwd is not an existing folder: {} (no such directory)", missing.display())})
+    );
+    assert!(!missing.exists());
+    let file = home.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    wire.request(3, "session/new", json!({"cwd": file, "mcpServers": []}));
+    let (_, response) = wire.until_response(3).await;
+    assert_eq!(
+        response["error"],
+        json!({"code": -32602, "message": format!("Invalid params: cwd is not an existing folder: {} (not a directory)", file.display())})
+    );
+    wire.request(
+        4,
+        "session/load",
+        json!({"sessionId": "x", "cwd": missing, "mcpServers": []}),
+    );
+    let (_, response) = wire.until_response(4).await;
+    assert_eq!(response["error"]["code"], -32602, "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cwd is not an existing folder"),
+        "{response}"
+    );
+}
+
 #[tokio::test]
 async fn text_turns_stream_the_model_text_and_end_turn() {
     let home = tempfile::tempdir().unwrap();

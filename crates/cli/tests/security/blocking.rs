@@ -5,6 +5,10 @@
 //! The stuck filesystem is a FUSE mount whose server never reads its device: every lookup
 //! under it sleeps in `fuse_get_req`, uninterruptibly but killably, as a hung network mount
 //! does. Mounting it needs root; the probes then run as root and as `nobody` (`allow_other`).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::Path;
 use std::path::PathBuf;

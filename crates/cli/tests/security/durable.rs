@@ -1,6 +1,10 @@
 //! stream-json prints only what the log holds (issue #27 §4): on a full disk, an event the
 //! writer could not write was printed with its sequence number, and crash repair later gave
 //! that number to an "interrupted" result.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::Path;
 use std::path::PathBuf;

@@ -5,6 +5,7 @@
 
 mod areas;
 mod blocking;
+mod children;
 mod durable;
 mod escapes;
 mod faults;
@@ -12,6 +13,7 @@ mod growth;
 mod kernel;
 mod key;
 mod limits;
+mod persistence;
 mod spawn;
 mod support;
 mod terminal;

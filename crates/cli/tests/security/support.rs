@@ -1,4 +1,8 @@
 //! Running the real `dsh` binary against the replay model, as root and as an unprivileged user.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 // Not every test module uses every helper.
 #![allow(dead_code)]
 

@@ -28,8 +28,9 @@ async fn a_model_written_project_config_does_not_unconfine_the_next_run() {
         let case = Case::new(user);
         let elsewhere = outside(&case);
         let target = elsewhere.path().join("escaped");
-        // Run 1: the model writes the project's configuration (bash can, in a folder that has
-        // no `.dsh` yet; the file tools refuse).
+        // Run 1: the model tries to write the project's configuration: the file tools refuse,
+        // and bash finds `.dsh` read-only even in a folder that had none (a placeholder is
+        // mounted there).
         let (_, results) = exec(
             &case,
             "workspace-write",
@@ -46,8 +47,15 @@ async fn a_model_written_project_config_does_not_unconfine_the_next_run() {
             results[0].contains("[sandbox: file access denied under workspace-write mode]"),
             "{user:?}: {results:?}"
         );
-        assert!(results[1].contains("wrote"), "{user:?}: {results:?}");
-        // Run 2: the folder is not trusted, so the written mode is ignored, with a notice.
+        assert!(
+            results[1].contains("[sandbox: file access denied under workspace-write mode]")
+                && !results[1].contains("wrote"),
+            "{user:?}: {results:?}"
+        );
+        assert!(!case.ws().join(".dsh/config.toml").exists(), "{user:?}");
+        // The same file from the repository itself (or written by the person): run 2 is not
+        // trusted, so the written mode is ignored, with a notice.
+        case.write_ws(".dsh/config.toml", UNCONFINE);
         let probe = bash(&format!("echo out > {} ; echo probed", target.display()));
         let (out, results) = exec(&case, "workspace-write", &[probe]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,6 +1,9 @@
 //! Shared by the tests that drive `dsh acp` as a process: a capturing SSE model server on
 //! loopback and a newline-delimited JSON-RPC client on the process's stdio.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(dead_code, reason = "each test binary uses part of it")]
 
 use std::path::Path;

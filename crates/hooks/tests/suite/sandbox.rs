@@ -1,4 +1,8 @@
 //! §A.4: hook commands run under the calling session's sandbox, like `bash`.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;

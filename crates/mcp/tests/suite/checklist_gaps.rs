@@ -2,6 +2,10 @@
 //! child speaking newline-delimited JSON-RPC over stdio). Unlike the reference server, it
 //! records exactly what dsh sent and answers `isError` deterministically (see
 //! `docs/checklists.md`).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::time::Duration;
 

@@ -1,4 +1,8 @@
 //! Locating and running the reference server, plus small harness helpers.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::Path;
 use std::path::PathBuf;

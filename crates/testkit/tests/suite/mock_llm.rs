@@ -1,4 +1,8 @@
 //! The `dsh-mock-llm` binary: first stdout line, serving, status, exit report.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::process::Stdio;
 use std::time::Duration;

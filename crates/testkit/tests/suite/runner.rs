@@ -1,4 +1,8 @@
 //! Runs the real runner against `tests/fixtures/fake-dsh.sh` on copied conformance scenarios.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

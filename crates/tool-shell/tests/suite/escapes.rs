@@ -3,7 +3,6 @@
 //! the shared `/tmp`, dsh's own home, daemon control sockets, the network under `read-only`,
 //! and the workspace's dsh and git configuration under `workspace-write`.
 
-use std::io::Read;
 use std::path::Path;
 
 use dsh_tool_shell::BashArgs;
@@ -229,7 +228,7 @@ async fn workspace_write_keeps_dsh_and_git_configuration_read_only() {
     let ws = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(ws.path()).unwrap();
     std::fs::create_dir_all(root.join(".dsh")).unwrap();
-    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
     std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
     let ctx = sandboxed(ws.path(), SandboxMode::WorkspaceWrite);
     for (command, path) in [
@@ -257,17 +256,12 @@ async fn workspace_write_keeps_dsh_and_git_configuration_read_only() {
             "{path}: {content}"
         );
     }
-    // The rest of the workspace, and of .git, stays writable.
-    assert_eq!(
-        text(&ctx, "echo ok > .git/HEAD.test && echo x > f && cat f").await,
-        "x\n"
-    );
-    let mut buf = String::new();
-    std::fs::File::open(root.join(".git/HEAD.test"))
-        .unwrap()
-        .read_to_string(&mut buf)
-        .unwrap();
-    assert_eq!(buf, "ok\n");
+    // git's whole folder is read-only (its index decides which nested repositories git
+    // enters); the rest of the workspace stays writable.
+    let out = text(&ctx, "echo ok > .git/index; echo x > f && cat f").await;
+    assert!(out.contains("x\n"), "{out}");
+    assert!(!root.join(".git/index").exists());
+    assert_eq!(std::fs::read_to_string(root.join("f")).unwrap(), "x\n");
 }
 
 #[tokio::test]

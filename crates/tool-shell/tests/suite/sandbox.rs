@@ -4,6 +4,10 @@
 //! Every confined command gets a private `/tmp`, so a workspace may live anywhere; a place
 //! "outside the workspace" that the command can see (read-only) must be outside the temp
 //! areas: `/var/tmp`, or Cargo's target tmp dir.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::Path;
 use std::path::PathBuf;

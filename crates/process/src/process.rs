@@ -101,7 +101,11 @@ pub struct ShellProcess {
 /// session; without one, under the process guard when the process has one (see
 /// [`crate::guard`]), else as the leader of a new process group. With a `tap`, both pipes are
 /// mirrored to it live.
-pub(crate) fn spawn_shell(
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the shell is started here with the filtered environment it is given"
+)]
+pub fn spawn_shell(
     command: &str,
     cwd: &Path,
     env: &[(String, String)],

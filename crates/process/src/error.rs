@@ -46,9 +46,18 @@ impl ShellError {
     }
 }
 
+impl From<ShellError> for dsh_tools::ToolError {
+    fn from(error: ShellError) -> Self {
+        match (error.name, error.code) {
+            (Some(name), Some(code)) => Self::coded(name, code, error.message),
+            _ => Self::new(error.message),
+        }
+    }
+}
+
 /// Formats a JSON number the way JavaScript's `String(n)` / `JSON.stringify(n)` does for the
 /// values that reach our messages: integral values print without a fraction.
-pub(crate) fn js_number(value: f64) -> String {
+pub fn js_number(value: f64) -> String {
     if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e21 {
         format!("{value:.0}")
     } else {

@@ -24,17 +24,7 @@ pub use dsh_tools::NetworkAccess;
 pub use dsh_tools::SandboxLimits;
 pub use dsh_tools::SandboxMode;
 
-use crate::bash::SandboxPermissions;
 use crate::error::ShellError;
-
-impl From<SandboxPermissions> for SandboxMode {
-    fn from(value: SandboxPermissions) -> Self {
-        match value {
-            SandboxPermissions::WorkspaceWrite => Self::WorkspaceWrite,
-            SandboxPermissions::DangerFullAccess => Self::DangerFullAccess,
-        }
-    }
-}
 
 /// The bubblewrap program the confining executor launches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +58,7 @@ impl SandboxRunner {
     }
 
     /// How to launch `bash -c` under `policy`; `None` runs unconfined.
-    pub(crate) fn launch(&self, policy: &SandboxPolicy, cwd: &Path) -> Option<Launch> {
+    pub fn launch(&self, policy: &SandboxPolicy, cwd: &Path) -> Option<Launch> {
         if policy.mode == SandboxMode::DangerFullAccess {
             return None;
         }
@@ -283,38 +273,197 @@ fn temp_areas() -> Vec<PathBuf> {
     areas
 }
 
-/// Paths inside the workspace that stay read-only under `workspace-write`: dsh's project
-/// configuration (it must not widen the next run) and git's hooks and config (both name
-/// commands the user's own git runs later). A missing `.git/hooks` is created first so that it
-/// can be protected; a missing `.dsh` is not (an untrusted folder's configuration cannot widen
-/// anything, and a trusted folder gets one when it is trusted).
+/// Paths inside the workspace that stay read-only under `workspace-write`: what a later run
+/// reads as configuration or executes.
+///
+/// - dsh's and other agents' project folders ([`dsh_tools::PROTECTED_PROJECT_DIRS`]) and
+///   files ([`dsh_tools::PROTECTED_PROJECT_FILES`]) at the workspace's top;
+/// - git's own folder, whole: its config, hooks, index (which nested repositories git enters),
+///   `modules/` and `worktrees/`; or, when `.git` is a pointer file, the file and the folders
+///   it points at;
+/// - the `.git` of every submodule the index lists (a gitlink), so a nested repository the
+///   person's `git status` enters cannot be given a config.
+///
+/// A folder that does not exist cannot be bind-mounted, so a missing protected folder (and a
+/// missing `.git` at the top, or in a listed submodule) is created first, empty, and left in
+/// place: git treats an empty `.git` as no repository (and `git init` fills it), and each
+/// agent treats an empty folder as no configuration. A missing protected file is left
+/// missing (a confined command can create it; the file tools refuse it).
 pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
     let mut paths = Vec::new();
-    let dsh = root.join(".dsh");
-    if dsh.is_dir() {
-        paths.push(dsh);
+    for name in dsh_tools::PROTECTED_PROJECT_DIRS {
+        if let Some(dir) = existing_or_placeholder(&root.join(name)) {
+            paths.push(dir);
+        }
     }
-    let git = root.join(".git");
-    let git_dirs: Vec<PathBuf> = if git.is_dir() {
-        vec![git]
-    } else {
-        linked_git_dirs(&git)
-    };
+    for name in dsh_tools::PROTECTED_PROJECT_FILES {
+        let file = root.join(name);
+        if std::fs::symlink_metadata(&file).is_ok_and(|meta| meta.is_file()) {
+            paths.push(file);
+        }
+    }
+    let git = root.join(dsh_tools::GIT_DIR_NAME);
+    let git_dirs = protect_git_entry(root, &git, &mut paths);
     for dir in git_dirs {
-        if !dir.starts_with(root) {
-            continue;
-        }
-        let hooks = dir.join("hooks");
-        if !hooks.exists() && std::fs::create_dir(&hooks).is_err() {
-            tracing::debug!(path = %hooks.display(), "cannot create the git hooks folder to protect it");
-        }
-        for path in [hooks, dir.join("config")] {
-            if path.exists() {
-                paths.push(path);
+        for submodule in gitlinks(&dir.join("index")) {
+            let entry = root.join(&submodule);
+            // A submodule path that is not a folder (not checked out and removed) is left
+            // alone rather than created.
+            if entry.is_dir() && !entry.is_symlink() {
+                protect_git_entry(root, &entry.join(dsh_tools::GIT_DIR_NAME), &mut paths);
             }
         }
     }
     paths
+}
+
+/// Protects one `.git` entry (a folder, a pointer file, or missing: a placeholder folder) and
+/// returns the git dirs it stands for that lie in the workspace.
+fn protect_git_entry(root: &Path, git: &Path, paths: &mut Vec<PathBuf>) -> Vec<PathBuf> {
+    match std::fs::symlink_metadata(git) {
+        Ok(meta) if meta.is_dir() => {
+            paths.push(git.to_path_buf());
+            vec![git.to_path_buf()]
+        }
+        Ok(meta) if meta.is_file() => {
+            paths.push(git.to_path_buf());
+            let linked: Vec<PathBuf> = linked_git_dirs(git)
+                .into_iter()
+                .filter(|dir| dir.starts_with(root))
+                .collect();
+            paths.extend(linked.iter().cloned());
+            linked
+        }
+        // A symlink is resolved by git; its target is protected only if it is in the
+        // workspace's own `.git` (already covered) or outside the workspace (read-only).
+        Ok(_) => Vec::new(),
+        Err(_) => {
+            paths.extend(existing_or_placeholder(git));
+            Vec::new()
+        }
+    }
+}
+
+/// `dir` when it is a folder (or after creating it empty); `None` when something else is
+/// there or it cannot be created (then a confined command, same user, cannot create it
+/// either, unless the folder's owner differs: see `docs/security.md`).
+fn existing_or_placeholder(dir: &Path) -> Option<PathBuf> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Some(dir.to_path_buf()),
+        Ok(_) => None,
+        Err(_) => match std::fs::create_dir(dir) {
+            Ok(()) => Some(dir.to_path_buf()),
+            Err(error) => {
+                tracing::debug!(path = %dir.display(), %error, "cannot create a placeholder to protect");
+                None
+            }
+        },
+    }
+}
+
+/// An index larger than this is not read for gitlinks (its submodules are then not protected;
+/// see `docs/security.md`).
+const MAX_INDEX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The paths of the gitlinks (mode 160000: submodules, and nested repositories staged with
+/// `git add`) in a git index (versions 2 to 4). Unreadable or unknown formats yield none.
+fn gitlinks(index: &Path) -> Vec<String> {
+    let Ok(meta) = std::fs::metadata(index) else {
+        return Vec::new();
+    };
+    if meta.len() > MAX_INDEX_BYTES {
+        tracing::warn!(index = %index.display(), "git index too large to read for submodules");
+        return Vec::new();
+    }
+    let Ok(bytes) = std::fs::read(index) else {
+        return Vec::new();
+    };
+    parse_gitlinks(&bytes).unwrap_or_default()
+}
+
+fn parse_gitlinks(bytes: &[u8]) -> Option<Vec<String>> {
+    let be32 = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+    };
+    if bytes.get(0..4)? != b"DIRC" {
+        return None;
+    }
+    let version = be32(4)?;
+    let count = be32(8)? as usize;
+    if !(2..=4).contains(&version) {
+        return None;
+    }
+    // SHA-1 or SHA-256: an entry's fixed part is 40 bytes of stat data, the object id and
+    // 2 bytes of flags. The id length is found from the first entry's shape below.
+    let mut links = Vec::new();
+    for hash_len in [20usize, 32] {
+        links.clear();
+        let mut at = 12;
+        let mut previous = Vec::<u8>::new();
+        let mut ok = true;
+        for _ in 0..count {
+            let start = at;
+            let Some(mode) = be32(start + 24) else {
+                ok = false;
+                break;
+            };
+            let flags_at = start + 40 + hash_len;
+            let Some(flags) = bytes.get(flags_at..flags_at + 2) else {
+                ok = false;
+                break;
+            };
+            let flags = u16::from_be_bytes([flags[0], flags[1]]);
+            at = flags_at + 2;
+            if version >= 3 && flags & 0x4000 != 0 {
+                at += 2;
+            }
+            let path = if version == 4 {
+                // A varint of bytes to drop from the previous path, then the new suffix.
+                let mut strip: usize = 0;
+                loop {
+                    let byte = *bytes.get(at)?;
+                    at += 1;
+                    strip = (strip << 7) | usize::from(byte & 0x7f);
+                    if byte & 0x80 == 0 {
+                        break;
+                    }
+                    strip += 1;
+                }
+                let end = at + bytes.get(at..)?.iter().position(|&b| b == 0)?;
+                let keep = previous.len().checked_sub(strip)?;
+                let mut path = previous[..keep].to_vec();
+                path.extend_from_slice(&bytes[at..end]);
+                at = end + 1;
+                path
+            } else {
+                let Some(len) = bytes
+                    .get(at..)
+                    .and_then(|rest| rest.iter().position(|&b| b == 0))
+                else {
+                    ok = false;
+                    break;
+                };
+                let path = bytes[at..at + len].to_vec();
+                // NUL-padded so that the entry is a multiple of 8 bytes.
+                let entry_len = at + len - start;
+                at = start + (entry_len + 8) / 8 * 8;
+                path
+            };
+            if mode & 0o170000 == 0o160000 {
+                match String::from_utf8(path.clone()) {
+                    Ok(text) if !text.split('/').any(|part| part == ".." || part.is_empty()) => {
+                        links.push(text);
+                    }
+                    _ => {}
+                }
+            }
+            previous = path;
+        }
+        if ok && at <= bytes.len() {
+            return Some(links);
+        }
+    }
+    None
 }
 
 /// The git dirs a `.git` file points at (`gitdir: …`, and a worktree's `commondir`).
@@ -359,14 +508,14 @@ fn control_sockets() -> Vec<PathBuf> {
 }
 
 /// Drops the cached scan (a masked socket vanished under a launch).
-pub(crate) fn forget_sockets() {
+pub fn forget_sockets() {
     *SOCKET_CACHE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
 /// Whether a runner failure is a socket mask whose target vanished during the launch.
-pub(crate) fn is_vanished_mask(line: &str) -> bool {
+pub fn is_vanished_mask(line: &str) -> bool {
     line.strip_prefix("bwrap: Can't create file at ")
         .and_then(|rest| rest.split(": ").next())
         .is_some_and(|path| {
@@ -423,7 +572,7 @@ fn scan_sockets(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<Path
 
 /// A wrapper program and its arguments, placed before `bash -c <command>`.
 #[derive(Debug, Clone)]
-pub(crate) struct Launch {
+pub struct Launch {
     pub program: PathBuf,
     pub args: Vec<OsString>,
 }
@@ -508,7 +657,7 @@ impl SandboxPolicy {
         }
     }
 
-    pub(crate) fn launch(&self, cwd: &Path) -> Option<Launch> {
+    pub fn launch(&self, cwd: &Path) -> Option<Launch> {
         self.runner.launch(self, cwd)
     }
 
@@ -889,22 +1038,85 @@ mod tests {
     fn protected_paths_of_a_workspace() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        assert!(protected_paths(&root).is_empty());
-        std::fs::create_dir_all(root.join(".dsh")).unwrap();
-        std::fs::create_dir_all(root.join(".git")).unwrap();
-        std::fs::write(root.join(".git/config"), "").unwrap();
-        assert_eq!(
-            protected_paths(&root),
-            [
-                root.join(".dsh"),
-                root.join(".git/hooks"),
-                root.join(".git/config")
-            ]
-        );
-        assert!(
-            root.join(".git/hooks").is_dir(),
-            "a missing hooks folder is created"
-        );
+        // Nothing there yet: every protected folder gets an empty placeholder to mount.
+        let expected = [
+            root.join(".dsh"),
+            root.join(".claude"),
+            root.join(".codex"),
+            root.join(".agents"),
+            root.join(".git"),
+        ];
+        assert_eq!(protected_paths(&root), expected);
+        for path in &expected {
+            assert!(path.is_dir(), "{} is a placeholder", path.display());
+            assert_eq!(std::fs::read_dir(path).unwrap().count(), 0);
+        }
+        std::fs::write(root.join(".mcp.json"), "{}").unwrap();
+        let mut with_file = expected.to_vec();
+        with_file.insert(4, root.join(".mcp.json"));
+        assert_eq!(protected_paths(&root), with_file);
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// The nested repositories the person's git enters are the index's gitlinks: each one's
+    /// `.git` is protected (a placeholder when the submodule is not checked out), in every
+    /// index version git writes.
+    #[test]
+    fn submodules_listed_in_the_index_are_protected() {
+        for version in ["2", "3", "4"] {
+            let dir = tempfile::tempdir().unwrap();
+            let root = std::fs::canonicalize(dir.path()).unwrap();
+            git(&root, &["init", "-q", "."]);
+            git(&root, &["config", "index.version", version]);
+            std::fs::create_dir_all(root.join("deps/inner")).unwrap();
+            git(&root.join("deps/inner"), &["init", "-q", "."]);
+            git(
+                &root.join("deps/inner"),
+                &["commit", "-q", "--allow-empty", "-m", "x"],
+            );
+            std::fs::create_dir_all(root.join("src")).unwrap();
+            std::fs::write(root.join("src/a-long-file-name.rs"), "x").unwrap();
+            std::fs::create_dir_all(root.join("vendor/lib")).unwrap();
+            git(&root, &["add", "src", "deps/inner"]);
+            // A gitlink whose folder is empty (a submodule not checked out).
+            git(
+                &root,
+                &[
+                    "update-index",
+                    "--add",
+                    "--cacheinfo",
+                    "160000,1111111111111111111111111111111111111111,vendor/lib",
+                ],
+            );
+            assert_eq!(
+                gitlinks(&root.join(".git/index")),
+                ["deps/inner", "vendor/lib"],
+                "index version {version}"
+            );
+            let paths = protected_paths(&root);
+            assert!(paths.contains(&root.join(".git")), "{paths:?}");
+            assert!(paths.contains(&root.join("deps/inner/.git")), "{paths:?}");
+            assert!(paths.contains(&root.join("vendor/lib/.git")), "{paths:?}");
+            assert!(root.join("vendor/lib/.git").is_dir());
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use dsh_tools::ToolOutputSink;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncReadExt;
 
-use crate::spill::SpillStore;
+use dsh_spill::SpillStore;
 
 /// Limits and destination of one captured stream.
 #[derive(Debug, Clone)]

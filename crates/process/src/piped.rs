@@ -1,7 +1,6 @@
-//! The subprocess seam of the out-of-process providers: a scrubbed environment, the child in
-//! its own process group, and the disposal ladder (EOF grace → SIGTERM → grace → SIGKILL).
+//! A long-lived child on piped stdio (remote subagents, servers): spawned with a [`ChildEnv`]
+//! in its own process group, and the disposal ladder (EOF grace → SIGTERM → grace → SIGKILL).
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -15,32 +14,11 @@ use tokio::process::Child;
 use tokio::process::ChildStdin;
 use tokio::process::ChildStdout;
 
+use crate::ChildEnv;
+use crate::kill_group;
+
 /// How much of a child's stderr is kept for diagnostics.
 const STDERR_KEEP: usize = 16 * 1024;
-
-/// `true` for a variable the child may inherit: no credential-shaped name (KEY, PASSWORD,
-/// SECRET, TOKEN in any case) and none of dsh's own `DSH_*` settings.
-pub fn inheritable(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    let secret = ["KEY", "PASSWORD", "SECRET", "TOKEN"]
-        .iter()
-        .any(|word| upper.contains(word));
-    !secret && !name.starts_with("DSH_")
-}
-
-/// The parent environment filtered by [`inheritable`], then the configured overlay (which is
-/// how an intended key reaches a child).
-pub fn child_env(
-    parent: impl IntoIterator<Item = (String, String)>,
-    overlay: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = parent
-        .into_iter()
-        .filter(|(name, _)| inheritable(name))
-        .collect();
-    env.extend(overlay.iter().map(|(k, v)| (k.clone(), v.clone())));
-    env
-}
 
 /// A spawned child with piped stdio.
 pub struct Spawned {
@@ -56,13 +34,11 @@ pub fn spawn(
     command: &str,
     args: &[String],
     cwd: &Path,
-    env: &BTreeMap<String, String>,
+    env: &ChildEnv,
 ) -> std::io::Result<Spawned> {
-    let mut cmd = tokio::process::Command::new(command);
+    let mut cmd = crate::command(command, env);
     cmd.args(args)
         .current_dir(cwd)
-        .env_clear()
-        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -114,21 +90,21 @@ pub fn spawn(
 pub async fn reap(mut child: Child, pgid: Option<Pid>, eof_grace: Duration, grace: Duration) {
     if tokio::time::timeout(eof_grace, child.wait()).await.is_ok() {
         if let Some(pgid) = pgid {
-            dsh_tool_shell::kill_group(pgid, Signal::KILL);
+            kill_group(pgid, Signal::KILL);
         }
         return;
     }
     if let Some(pgid) = pgid {
-        dsh_tool_shell::kill_group(pgid, Signal::TERM);
+        kill_group(pgid, Signal::TERM);
     }
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         if let Some(pgid) = pgid {
-            dsh_tool_shell::kill_group(pgid, Signal::KILL);
+            kill_group(pgid, Signal::KILL);
         }
         let _ = child.kill().await;
         let _ = child.wait().await;
     } else if let Some(pgid) = pgid {
-        dsh_tool_shell::kill_group(pgid, Signal::KILL);
+        kill_group(pgid, Signal::KILL);
     }
 }
 
@@ -157,26 +133,6 @@ pub fn group_alive(pgid: Pid) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn credentials_and_dsh_settings_never_reach_the_child() {
-        let parent = [
-            ("PATH", "/bin"),
-            ("DEEPSEEK_API_KEY", "secret"),
-            ("GITHUB_TOKEN", "t"),
-            ("db_password", "p"),
-            ("DSH_HOME", "/h"),
-            ("HOME", "/root"),
-        ]
-        .map(|(k, v)| (k.to_owned(), v.to_owned()));
-        let overlay = BTreeMap::from([("DEEPSEEK_API_KEY".to_owned(), "intended".to_owned())]);
-        let env = child_env(parent, &overlay);
-        assert_eq!(
-            env.keys().cloned().collect::<Vec<_>>(),
-            vec!["DEEPSEEK_API_KEY", "HOME", "PATH"]
-        );
-        assert_eq!(env["DEEPSEEK_API_KEY"], "intended");
-    }
-
     #[tokio::test]
     async fn the_ladder_kills_a_child_that_ignores_eof_and_term() {
         let dir = tempfile::tempdir().unwrap();
@@ -185,7 +141,7 @@ mod tests {
             "sh",
             &["-c".to_owned(), script.to_owned()],
             dir.path(),
-            &child_env(std::env::vars(), &BTreeMap::new()),
+            &ChildEnv::inherited(),
         )
         .unwrap();
         let pgid = spawned.pgid;

@@ -1,0 +1,271 @@
+//! Checkpoints through the real binary over ACP: a three-prompt session that edits, creates
+//! and deletes files with the file tools and with `bash`, then `/undo` three times back to the
+//! original tree (every file's bytes) and `/redo` three times to the final one, with the
+//! user's `.git` byte-identical throughout; `/rewind` over the same wire.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use serde_json::json;
+use support::Acp;
+use support::model_server;
+use support::sse;
+
+fn tool_call(id: &str, name: &str, arguments: Value) -> String {
+    sse(
+        &[
+            json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": name, "arguments": arguments.to_string()}}]}),
+        ],
+        "tool_calls",
+    )
+}
+
+fn reply(text: &str) -> String {
+    sse(&[json!({"content": text})], "stop")
+}
+
+/// Every file under `dir` with its bytes (`.git` left out unless `with_git`).
+fn files(dir: &Path, with_git: bool) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if !with_git && (rel == ".git" || rel.starts_with(".git/")) {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+fn chunks_since(frames: &[Value], from: usize) -> String {
+    frames[from..]
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
+struct Session {
+    acp: Acp,
+    id: String,
+    next: u64,
+}
+
+impl Session {
+    async fn prompt(&mut self, text: &str) -> String {
+        self.next += 1;
+        let from = self.acp.frames.len();
+        let done = self
+            .acp
+            .request(
+                self.next,
+                "session/prompt",
+                json!({"sessionId": self.id, "prompt": [{"type": "text", "text": text}]}),
+            )
+            .await;
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        chunks_since(&self.acp.frames, from)
+    }
+}
+
+async fn start(work: &Path, home: &Path, url: &str) -> Session {
+    let mut acp = Acp::start(work, home, url);
+    acp.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    )
+    .await;
+    let created = acp
+        .request(2, "session/new", json!({"cwd": work, "mcpServers": []}))
+        .await;
+    let id = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    Session { acp, id, next: 10 }
+}
+
+fn workspace() -> tempfile::TempDir {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "pub fn one() -> u32 { 1 }\n").unwrap();
+    std::fs::write(root.join("README.md"), "# project\n").unwrap();
+    std::fs::write(root.join("old.txt"), "to be deleted\n").unwrap();
+    std::fs::write(root.join("data.bin"), [0u8, 159, 146, 150, 255, 0, 1]).unwrap();
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "start"]);
+    work
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_three_times_restores_the_original_tree_and_redo_three_times_the_final_one() {
+    let work = workspace();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[plugins.session-title]\nenabled = false\n",
+    )
+    .unwrap();
+    let root = work.path();
+    let (url, _bodies) = model_server(vec![
+        // Prompt 1: the file tools create one file and overwrite another.
+        tool_call(
+            "c1",
+            "write",
+            json!({"file_path": root.join("notes/plan.md"), "content": "step one\n"}),
+        ),
+        reply("Created the plan."),
+        // Prompt 2: bash renames, deletes and appends.
+        tool_call(
+            "c2",
+            "bash",
+            json!({"command": "mv README.md README.txt && rm old.txt && printf 'pub fn two() {}\\n' >> src/lib.rs", "description": "Shuffle files"}),
+        ),
+        reply("Shuffled."),
+        // Prompt 3: the file tools write a new file; bash deletes the first one's file.
+        tool_call(
+            "c3",
+            "write",
+            json!({"file_path": root.join("gen/out.txt"), "content": "generated\n"}),
+        ),
+        tool_call(
+            "c4",
+            "bash",
+            json!({"command": "rm -r notes && printf '\\001\\002' > data.bin", "description": "Clean up"}),
+        ),
+        reply("Done."),
+    ])
+    .await;
+    let git_before = files(&root.join(".git"), true);
+    let mut states = vec![files(root, false)];
+    let mut session = start(root, home.path(), &url).await;
+    for prompt in ["make a plan", "shuffle the files", "generate and clean"] {
+        session.prompt(prompt).await;
+        states.push(files(root, false));
+    }
+    let commands_listed = session.acp.frames.iter().any(|f| {
+        f["params"]["update"]["sessionUpdate"] == "available_commands_update"
+            && f["params"]["update"]["availableCommands"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["name"] == "undo"))
+    });
+    assert!(commands_listed, "ACP lists /undo");
+    assert_ne!(states[0], states[1]);
+    assert_ne!(states[1], states[2]);
+    assert_ne!(states[2], states[3]);
+    assert!(states[3].contains_key("gen/out.txt") && !states[3].contains_key("old.txt"));
+    assert_eq!(files(&root.join(".git"), true), git_before);
+
+    let text = session.prompt("/undo").await;
+    assert!(
+        text.starts_with("Undid turn 3 (\"generate and clean\")"),
+        "{text}"
+    );
+    assert!(text.contains("This turn ran bash"), "{text}");
+    assert_eq!(files(root, false), states[2]);
+    let text = session.prompt("/undo").await;
+    assert!(
+        text.starts_with("Undid turn 2 (\"shuffle the files\")"),
+        "{text}"
+    );
+    assert!(text.contains("recreated old.txt"), "{text}");
+    assert_eq!(files(root, false), states[1]);
+    let text = session.prompt("/undo").await;
+    assert!(text.starts_with("Undid turn 1 (\"make a plan\")"), "{text}");
+    assert!(text.contains("deleted notes/plan.md"), "{text}");
+    assert!(!text.contains("This turn ran"), "{text}");
+    assert_eq!(
+        files(root, false),
+        states[0],
+        "the original tree, byte for byte"
+    );
+    assert_eq!(files(&root.join(".git"), true), git_before);
+    let text = session.prompt("/undo").await;
+    assert!(text.starts_with("Nothing to undo"), "{text}");
+
+    for (n, state) in states.iter().enumerate().skip(1) {
+        let text = session.prompt("/redo").await;
+        assert!(text.starts_with(&format!("Redid turn {n}")), "{text}");
+        assert_eq!(&files(root, false), state);
+        assert_eq!(files(&root.join(".git"), true), git_before);
+    }
+
+    // `/rewind` over the same wire: the list of prompts, then the files back to the first.
+    let text = session.prompt("/rewind").await;
+    assert!(text.contains("1. make a plan"), "{text}");
+    assert!(text.contains("3. generate and clean"), "{text}");
+    let text = session.prompt("/rewind 1 files").await;
+    assert!(
+        text.starts_with("Rewound the files to before turn 1"),
+        "{text}"
+    );
+    assert_eq!(files(root, false), states[0]);
+    assert_eq!(files(&root.join(".git"), true), git_before);
+    let id = session.id.clone();
+    session.acp.stop().await;
+
+    // From the command line: the list, oldest first, then a restore to the final tree.
+    let dsh = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .args(args)
+            .current_dir(root)
+            .env("DSH_HOME", home.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "dsh {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed: Value =
+        serde_json::from_str(&dsh(&["sessions", "checkpoints", &id, "--json"])).unwrap();
+    let listed = listed.as_array().unwrap();
+    let ids: Vec<&str> = listed.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.first(), Some(&"1.1"), "{ids:?}");
+    assert_eq!(ids.last(), Some(&"3.end"), "{ids:?}");
+    let times: Vec<u64> = listed.iter().map(|c| c["time"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert_eq!(listed[0]["prompt"], "make a plan");
+    let text = dsh(&["sessions", "restore", &id, "3.end"]);
+    assert!(
+        text.starts_with("Restored the files to checkpoint 3.end"),
+        "{text}"
+    );
+    assert_eq!(files(root, false), states[3]);
+    assert_eq!(files(&root.join(".git"), true), git_before);
+    let text = dsh(&["sessions", "checkpoints", &id]);
+    assert!(text.lines().next().unwrap().starts_with("1.1"), "{text}");
+
+    // The store is outside the workspace, under $DSH_HOME.
+    assert!(home.path().join("checkpoints").is_dir());
+    assert!(!root.join(".dsh").exists());
+}
