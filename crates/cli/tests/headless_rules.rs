@@ -131,8 +131,8 @@ async fn item_76_an_error_end_prints_code_and_message_to_stderr_and_exits_one() 
             .any(|l| l == "dsh: AUTH: Authentication Fails, invalid key"),
         "stderr: {stderr}"
     );
-    // No assistant text in this run: only the newline.
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "\n");
+    // A failed run prints nothing on stdout, not even a lone newline.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
 }
 
 #[test]

@@ -175,7 +175,22 @@ fn configure(home: &Path, extra: &str) {
     .unwrap();
 }
 
+/// The hook files live in the project folder (`config_path` is relative to it), which the
+/// person trusts: a user setting that runs a folder's files applies only in a trusted folder.
+fn trust_folder(home: &Path, work: &Path) {
+    let config = home.join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap_or_default();
+    if !text.contains("[projects.") {
+        text.push_str(&format!(
+            "\n[projects.{}]\ntrust = \"trusted\"\n",
+            toml::Value::String(work.to_string_lossy().into_owned())
+        ));
+        std::fs::write(&config, text).unwrap();
+    }
+}
+
 fn command(args: &[&str], work: &Path, home: &Path, url: &str) -> std::process::Command {
+    trust_folder(home, work);
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
     command
         .args(args)

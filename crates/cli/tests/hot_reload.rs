@@ -147,6 +147,16 @@ async fn editing_the_project_config_reapplies_the_changed_plugins_of_a_live_sess
     )
     .unwrap();
     let workspace = tempfile::tempdir().unwrap();
+    // The person trusts this folder, so its broken edit is reported at its line rather than
+    // ignored as an untrusted folder's file would be.
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[plugins.session-title]\nenabled = false\n\n[projects.{}]\ntrust = \"trusted\"\n",
+            toml::Value::String(workspace.path().to_string_lossy().into_owned())
+        ),
+    )
+    .unwrap();
     let project = workspace.path().join(".dsh/config.toml");
     std::fs::create_dir_all(project.parent().unwrap()).unwrap();
     std::fs::write(&project, "# nothing yet\n").unwrap();

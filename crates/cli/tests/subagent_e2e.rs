@@ -122,9 +122,14 @@ fn subagent_hooks_see_the_child_and_their_context_reaches_it() {
         .to_string(),
     )
     .unwrap();
+    // The hook file lives in the project folder, which the person trusts: a user setting that
+    // runs a folder's files applies only in a trusted folder.
     configure(
         home.path(),
-        "[plugins.hooks-claude-code]\nconfig_path = \"hooks.json\"\n",
+        &format!(
+            "[plugins.hooks-claude-code]\nconfig_path = \"hooks.json\"\n\n[projects.{}]\ntrust = \"trusted\"\n",
+            toml::Value::String(work.path().to_string_lossy().into_owned())
+        ),
     );
     let wait = "for i in $(seq 200); do [ -f start.done ] && break; sleep 0.05; done; sleep 0.5; echo waited";
     let scenario = scenario(

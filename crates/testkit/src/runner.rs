@@ -264,7 +264,17 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
         .prefix("dsh-conformance-home-")
         .tempdir()
         .map_err(|e| format!("cannot create DSH_HOME: {e}"))?;
-    let config = crate::composition::config_toml(spec, home.path());
+    let mut config = crate::composition::config_toml(spec, home.path());
+    if config.contains("config_path = ") {
+        // The recorded compositions read their hook files from the launch folder. In dsh a
+        // user setting that runs the folder's files applies only in a trusted folder, and the
+        // scenario's workspace is the person's own project here.
+        let folder = ws.path().canonicalize().unwrap_or_else(|_| ws.path().to_path_buf());
+        config.push_str(&format!(
+            "[projects.{}]\ntrust = \"trusted\"\n",
+            toml_string(&folder.to_string_lossy())
+        ));
+    }
     std::fs::write(home.path().join("config.toml"), config)
         .map_err(|e| format!("cannot write the dsh config: {e}"))?;
     let replay = ReplayServer::start(
@@ -364,4 +374,19 @@ pub async fn run_all(
         reports.push(report);
     }
     RunReport::new(reports)
+}
+
+/// A TOML basic string holding `text`.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
