@@ -63,7 +63,9 @@ pub struct ExecArgs {
     /// The working directory of the session (default: the current folder).
     #[arg(long, short = 'C')]
     pub cwd: Option<PathBuf>,
-    /// The model id to use (default from config: deepseek-v4-flash).
+    /// The model id to use (default from config: deepseek-v4-flash). Checked against the
+    /// model catalog, as `/model` is; to use an unlisted model on purpose, pass
+    /// `-c model.name=NAME` (or add it to `[[model.catalog]]`).
     #[arg(long, short = 'm')]
     pub model: Option<String>,
     /// The sandbox for this run's tool calls.
@@ -149,6 +151,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     };
     crate::host::block_on(async move {
         let host = crate::host::start(&cwd, overrides).await?;
+        if let Some(model) = &args.model
+            && let Err(error) = check_listed(&host.sessions().listed_models(), model)
+        {
+            host.shutdown();
+            return Err(error);
+        }
         let io = crate::out::io();
         let target = match (args.resume, args.continue_last, args.fork) {
             (Some(id), _, _) => Target::Resume(id),
@@ -158,4 +166,15 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         };
         Ok(dsh_headless::exec::main(&host, &cwd, &target, run, &io).await?)
     })?
+}
+
+/// `-m NAME` names a model of the catalog (an embedder's own adapter lists none: anything goes).
+fn check_listed(listed: &[String], model: &str) -> anyhow::Result<()> {
+    if listed.is_empty() || listed.iter().any(|m| m == model) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "-m {model}: not a model of the catalog (known: {}); to use an unlisted model on purpose, pass `-c model.name={model}` or add it to `[[model.catalog]]` in the config",
+        listed.join(", ")
+    )
 }

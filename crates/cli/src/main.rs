@@ -174,6 +174,13 @@ enum McpCommand {
         json: bool,
     },
     /// Serve this folder's tools to an MCP client on stdio, under the configured policy.
+    ///
+    /// Offered: the tools that do their work for any caller (files, search, bash and jobs,
+    /// web, skills, MCP tools of the configured servers, ...), each call through the same
+    /// guarded pipeline as the model's, approvals refused. Not offered: tools that answer only
+    /// inside a model's turn (ask_user_question, exit_plan_mode, goals, ralph), and the
+    /// delegation tools (subagent, subagent_fork, workflow, send_message, list_agents,
+    /// interrupt_agent) unless a model key is set, since delegated children need one.
     Serve {
         /// The project folder (default: the current folder).
         #[arg(long, short = 'C')]
@@ -355,8 +362,11 @@ fn wipe_initial_values(taken: &[(String, String)]) {
 }
 
 fn init_tracing(to_file: bool) {
+    // stderr belongs to the user: its messages say what to do, and timestamped diagnostics
+    // appear there only when `DSH_LOG` asks. A log file keeps warnings by default.
+    let default = if to_file { "warn" } else { "off" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let file = to_file
         .then(|| {
             let dir = dsh_host::config::dsh_home().ok()?.join("logs");

@@ -524,3 +524,271 @@ fn tools_lists_mcp_tools_as_the_model_gets_them() {
         );
     }
 }
+
+/// A server that answers every request with `status` and a JSON error body.
+async fn status_server(status: u16) -> String {
+    use tokio::io::AsyncReadExt;
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // Read the request head and its body, then answer.
+                let mut seen = Vec::new();
+                let mut buffer = [0u8; 8192];
+                loop {
+                    let Ok(n) = stream.read(&mut buffer).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&seen).to_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if seen.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let body =
+                    format!(r#"{{"error":{{"message":"status {status} from the test server"}}}}"#);
+                let reply = format!(
+                    "HTTP/1.1 {status} Test\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// A refused connection, no key, a 404 and a 500: the model answered nothing, so stdout stays
+/// empty, `-o` is not created, stderr has no tracing lines, and no session is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_fails_before_the_model_answers_leaves_nothing_behind() {
+    let not_found = status_server(404).await;
+    let server_error = status_server(500).await;
+    let env = Env::new();
+    let last = env.work.path().join("last.txt");
+    let last_arg = last.to_str().unwrap().to_owned();
+    let cases: Vec<(&str, String, bool)> = vec![
+        ("no key", "http://127.0.0.1:9".to_owned(), false),
+        ("refused", "http://127.0.0.1:9".to_owned(), true),
+        ("404", not_found.clone(), true),
+        ("500", server_error, true),
+    ];
+    for (name, url, with_key) in cases {
+        let mut command = env.command(&url, &["exec", "-o", &last_arg, "hi"]);
+        if !with_key {
+            command.env("DEEPSEEK_API_KEY", "");
+        }
+        let out = command.stdin(Stdio::null()).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(stdout(&out), "", "{name}: nothing on stdout");
+        assert!(!last.exists(), "{name}: -o is not created empty");
+        assert!(
+            !err.contains(" WARN ") && !err.contains("dsh_llm::"),
+            "{name}: no tracing lines unless DSH_LOG asks: {err}"
+        );
+        assert!(err.contains("was not kept"), "{name}: {err}");
+        assert_eq!(env.sessions(), 0, "{name}: no session is left behind");
+    }
+
+    // stream-json's result line says how the run ended, like --output json.
+    let out = env.run(&not_found, &["exec", "--output", "stream-json", "hi"]);
+    let result: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["status"], "error", "{result}");
+    assert_eq!(result["error"]["code"], "HTTP_404", "{result}");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("status 404"),
+        "{result}"
+    );
+    assert_eq!(env.sessions(), 0);
+}
+
+/// `--continue` skips a session in which the model never answered (one an older dsh, or a
+/// crash, left behind), and a bare-uuid prefix finds an exec (`session-<uuid>`) id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_never_resumes_an_unanswered_session_and_either_id_form_resumes() {
+    let server = ChatServer::start(vec![
+        Reply::text("one"),
+        Reply::text("two"),
+        Reply::text("three"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let first = env.run(&url, &["exec", "remember apples"]);
+    let id = session_of(&first);
+    // A newer session of the same folder with a user message and no answer.
+    let answered_dir = std::fs::read_dir(env.home.path().join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let stale_id = "session-00000000-0000-4000-8000-000000000000";
+    let stale_dir = answered_dir.join(stale_id);
+    std::fs::create_dir_all(&stale_dir).unwrap();
+    let cwd = std::fs::canonicalize(env.work.path()).unwrap();
+    let header = json!({"type": "session", "version": 0, "id": stale_id,
+        "createdAt": 4_000_000_000_000u64, "cwd": cwd, "delegationDepth": 0});
+    let user = json!({"type": "user/message", "seq": 0, "time": 4_000_000_000_000u64,
+        "data": {"content": [{"type": "text", "text": "never answered"}], "source": {"kind": "user"},
+        "role": "user", "id": "u1"}, "surfaceOp": "append"});
+    std::fs::write(
+        stale_dir.join("session.jsonl"),
+        format!("{header}\n{user}\n"),
+    )
+    .unwrap();
+
+    let continued = env.run(&url, &["exec", "--continue", "and then?"]);
+    assert_eq!(session_of(&continued), id, "{}", stderr(&continued));
+    let bare = &id["session-".len().."session-".len() + 8];
+    let resumed = env.run(&url, &["exec", "--resume", bare, "more?"]);
+    assert_eq!(session_of(&resumed), id, "{}", stderr(&resumed));
+    let requests = server.requests();
+    let said = user_texts(&requests[1]).join("\n");
+    assert!(said.contains("remember apples"), "{said}");
+    assert!(!said.contains("never answered"), "{said}");
+}
+
+/// `[plugins.web-search] fetch` (on by default) points the prompt to `web_fetch` only while
+/// the `web` plugin offers it: with `web` off, nothing the model reads names `web_fetch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_search_prompt_names_web_fetch_only_when_it_is_offered() {
+    for web in [false, true] {
+        let server = ChatServer::start(vec![Reply::text("ok")]).await.unwrap();
+        let env = Env::new();
+        let config = env.home.path().join("config.toml");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[plugins.web]\nenabled = {web}\n[plugins.web-search]\nfetch = true\n[plugins.web-search.deepseek]\napi_key = \"search-key\"\nbase_url = \"http://127.0.0.1:9\"\n"
+        ));
+        std::fs::write(&config, text).unwrap();
+        let out = env.run(&server.url(), &["exec", "hi"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let request = server.requests()[0].to_string();
+        assert!(
+            request.contains("call web_search"),
+            "web_search is offered: {request}"
+        );
+        assert_eq!(
+            request.contains("pass its URL to web_fetch"),
+            web,
+            "web = {web}: {request}"
+        );
+        if !web {
+            assert!(!request.contains("web_fetch"), "{request}");
+        }
+    }
+}
+
+/// `-m NAME` is checked against the model catalog before anything is created, as `/model` is;
+/// `-c model.name=NAME` (which the error and `--help` name) uses an unlisted model on purpose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlisted_model_is_refused_unless_asked_for_on_purpose() {
+    let server = ChatServer::start(vec![Reply::text("ok")]).await.unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let typo = env.run(&url, &["exec", "-m", "deepseek-v4-flsh", "hi"]);
+    assert_eq!(typo.status.code(), Some(1), "{}", stderr(&typo));
+    let text = stderr(&typo);
+    assert!(
+        text.contains("-m deepseek-v4-flsh: not a model of the catalog")
+            && text.contains("deepseek-v4-flash")
+            && text.contains("-c model.name=deepseek-v4-flsh"),
+        "{text}"
+    );
+    assert_eq!(stdout(&typo), "");
+    assert_eq!(env.sessions(), 0);
+    assert!(server.requests().is_empty(), "no request was sent");
+
+    let on_purpose = env.run(&url, &["exec", "-c", "model.name=my-own-model", "hi"]);
+    assert!(on_purpose.status.success(), "{}", stderr(&on_purpose));
+    assert_eq!(server.requests()[0]["model"], "my-own-model");
+
+    let help = env.run(&url, &["exec", "--help"]);
+    assert!(
+        stdout(&help).contains("-c model.name=NAME"),
+        "{}",
+        stdout(&help)
+    );
+}
+
+/// The advice for a refused escalation ("run with `-s danger-full-access`") works: in such a
+/// session the model's request for that same mode simply runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_escalation_advice_works_a_request_for_the_sessions_own_mode_runs() {
+    let arguments = json!({
+        "command": "echo ran-under-the-same-mode",
+        "description": "Same mode",
+        "sandbox_permissions": "danger-full-access",
+        "justification": "asked to"
+    });
+    let server = ChatServer::start(vec![
+        Reply::tool_call("call_same", "bash", arguments),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let out = env.run(
+        &server.url(),
+        &["exec", "-s", "danger-full-access", "do it"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tool_result = server.requests()[1].to_string();
+    assert!(
+        tool_result.contains("ran-under-the-same-mode")
+            && !tool_result.contains("not strictly wider"),
+        "{tool_result}"
+    );
+}
+
+/// `dsh sessions show` is a printout: every tool card whole, and no TUI key hints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_show_prints_whole_cards_without_tui_hints() {
+    let server = ChatServer::start(vec![
+        Reply::tool_call(
+            "call_seq",
+            "bash",
+            json!({"command": "seq 1 80", "description": "Count"}),
+        ),
+        Reply::text("counted"),
+    ])
+    .await
+    .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let out = env.run(&url, &["exec", "-s", "danger-full-access", "count"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = session_of(&out);
+    let show = env.run(&url, &["sessions", "show", &id]);
+    let transcript = stdout(&show);
+    assert!(!transcript.contains("ctrl-o"), "{transcript}");
+    for n in 1..=80 {
+        let wanted = n.to_string();
+        assert!(
+            transcript
+                .lines()
+                .any(|l| l.split_whitespace().last() == Some(wanted.as_str())),
+            "line {n} of the output is shown: {transcript}"
+        );
+    }
+}

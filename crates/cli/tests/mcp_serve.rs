@@ -38,6 +38,10 @@ impl Env {
     }
 
     async fn serve(&self, args: &[&str]) -> RunningService<RoleClient, ()> {
+        self.serve_with_key(args, "test-key").await
+    }
+
+    async fn serve_with_key(&self, args: &[&str], key: &str) -> RunningService<RoleClient, ()> {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
         for (name, _) in std::env::vars() {
             if name.starts_with("DEEPSEEK_") || name.starts_with("DSH_") {
@@ -50,7 +54,7 @@ impl Env {
             .current_dir(self.work.path())
             .env("HOME", self.home.path())
             .env("DSH_HOME", self.home.path())
-            .env("DEEPSEEK_API_KEY", "test-key")
+            .env("DEEPSEEK_API_KEY", key)
             // No model request is made: nothing listens here.
             .env("DEEPSEEK_BASE_URL", "http://127.0.0.1:9");
         let (transport, _stderr) = TokioChildProcess::builder(command)
@@ -196,4 +200,47 @@ async fn read_only_refuses_bash_writes() {
         text(&result)
     );
     client.cancel().await.unwrap();
+}
+
+/// Only tools that can work for an MCP client are offered: never the ones that answer inside a
+/// model's turn, and the delegation tools only with a model key for the children. A hidden
+/// name cannot be called either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_only_tools_that_work_for_a_client() {
+    let env = Env::new();
+    for (key, delegation) in [("test-key", true), ("", false)] {
+        let client = env.serve_with_key(&["-s", "workspace-write"], key).await;
+        let tools = client.list_all_tools().await.unwrap();
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        assert!(names.iter().any(|n| n == "read"), "{names:?}");
+        for never in [
+            "ask_user_question",
+            "exit_plan_mode",
+            "create_goal",
+            "update_goal",
+            "ralph",
+        ] {
+            assert!(
+                !names.iter().any(|n| n == never),
+                "{never} offered: {names:?}"
+            );
+        }
+        assert_eq!(
+            names.iter().any(|n| n == "subagent"),
+            delegation,
+            "key {key:?}: {names:?}"
+        );
+        let mut params = CallToolRequestParams::new("ask_user_question".to_owned());
+        params.arguments = Some(serde_json::Map::new());
+        let refused = client.call_tool(params).await;
+        let refused_text = match &refused {
+            Ok(result) => format!("{:?} {}", result.is_error, text(result)),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            refused.is_err() || refused.as_ref().unwrap().is_error == Some(true),
+            "{refused_text}"
+        );
+        client.cancel().await.unwrap();
+    }
 }

@@ -87,9 +87,25 @@ pub async fn main(
     let sessions = host.sessions();
     let ended = async {
         let agent = open(&sessions, cwd, target)?;
+        let session_id = agent.id().to_owned();
         let mut stops = crate::signals::listen().map_err(HeadlessError::Io)?;
         let stop = async move { stops.first().await };
-        self::run(&sessions, agent, run, io, stop).await
+        let ended = self::run(&sessions, agent, run, io, stop).await?;
+        // A new session (or fork) whose run failed before the model said anything holds
+        // nothing worth resuming: it is not kept (the README's promise; `--continue` skips
+        // such sessions for the same reason).
+        let new_session = matches!(target, Target::New | Target::Fork(_));
+        if new_session && !ended.answered && ended.stopped.is_none() && ended.code != 0 {
+            match remove_when_released(&sessions, &session_id).await {
+                Ok(()) => io.note(&format!(
+                    "dsh: session {session_id} was not kept: the run failed before the model answered"
+                )),
+                Err(error) => {
+                    tracing::warn!(%error, session = %session_id, "cannot remove the unanswered session")
+                }
+            }
+        }
+        Ok::<_, HeadlessError>(ended)
     }
     .await;
     host.shutdown();
@@ -155,6 +171,9 @@ pub struct Ended<S> {
     /// The exit status of the turn's ending: 0 completed, 130 aborted, 1 otherwise (with a
     /// note on stderr).
     pub code: u8,
+    /// Whether the model answered anything in this run (an `assistant/message` was logged):
+    /// no key, an unreachable or refusing server and every 4xx/5xx leave it `false`.
+    pub answered: bool,
 }
 
 /// Drives `agent` through one turn on `run.task` and prints it; `stop` (a signal) cancels the
@@ -214,6 +233,9 @@ pub async fn run<S: Send + 'static>(
         interrupt.await.ok()
     } else {
         interrupt.abort();
+        // Awaited so its clone of the agent is dropped now: the session's log is released
+        // before `main` may remove it.
+        let _ = interrupt.await;
         None
     };
     drop(subscription);
@@ -224,12 +246,28 @@ pub async fn run<S: Send + 'static>(
     }
     let outcome = outcome.map_err(|e| HeadlessError::context("the run failed", e))?;
     let usage = total_usage(&agent, first_seq);
+    let answered = answered_since(&agent, first_seq);
+    let completed = matches!(outcome.reason, Some(TurnEndReason::Completed));
+    // A failed run has no answer to print: stdout stays empty (not a lone newline) and `-o`
+    // is not created.
+    let has_answer = completed || !outcome.text.is_empty();
     let json_error = |e: serde_json::Error| HeadlessError::Invalid(e.to_string());
     match output {
-        Output::Text => io.say(&outcome.text)?,
+        Output::Text => {
+            if has_answer {
+                io.say(&outcome.text)?;
+            }
+        }
         Output::StreamJson => {
-            let mut result =
-                json!({"type": "result", "sessionId": session_id, "output": outcome.text});
+            let mut result = json!({
+                "type": "result",
+                "sessionId": session_id,
+                "status": status_of(&outcome.reason),
+                "output": outcome.text,
+            });
+            if let Some(TurnEndReason::Error { error }) = &outcome.reason {
+                result["error"] = json!({"code": error.code, "message": error.message});
+            }
             if let Some(usage) = &usage {
                 result["usage"] = serde_json::to_value(usage).map_err(json_error)?;
                 add_context_fill(&mut result["usage"], sessions, &agent);
@@ -251,7 +289,7 @@ pub async fn run<S: Send + 'static>(
             io.say(&result.to_string())?;
         }
     }
-    if let Some(file) = &run.last_message {
+    if let Some(file) = run.last_message.as_ref().filter(|_| has_answer) {
         std::fs::write(file, &outcome.text).map_err(|e| {
             HeadlessError::context(
                 format!("cannot write the last message to {}", file.display()),
@@ -261,7 +299,11 @@ pub async fn run<S: Send + 'static>(
     }
     agent.dispose().await;
     if stopped.is_some() {
-        return Ok(Ended { stopped, code: 1 });
+        return Ok(Ended {
+            stopped,
+            code: 1,
+            answered,
+        });
     }
     let code = match &outcome.reason {
         Some(TurnEndReason::Completed) => 0,
@@ -288,7 +330,38 @@ pub async fn run<S: Send + 'static>(
     Ok(Ended {
         stopped: None,
         code,
+        answered,
     })
+}
+
+/// Removes the stored session `id` once this process has let go of its log. The agent's last
+/// holders (tasks that were aborted, the host's bookkeeping) drop it asynchronously after
+/// `dispose`, so the store may still see it live for a moment; the wait is bounded.
+async fn remove_when_released(
+    sessions: &SessionHost,
+    id: &str,
+) -> Result<(), dsh_session::SessionError> {
+    let store = sessions.store();
+    let mut attempts = 0;
+    loop {
+        match store.remove(id) {
+            Err(dsh_session::SessionError::AlreadyExists { .. }) if attempts < 100 => {
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether an `assistant/message` was logged at or after `first_seq`.
+fn answered_since(agent: &AgentHandle, first_seq: u64) -> bool {
+    let mut answered = false;
+    let read = agent.log().visit_since(first_seq, |event| {
+        answered |= event.kind == dsh_session::kind::ASSISTANT_MESSAGE;
+    });
+    // Unreadable: count it as answered, so nothing is removed on a guess.
+    read.is_err() || answered
 }
 
 /// The turn's ending in one word (`--output json`).

@@ -97,7 +97,11 @@ impl fmt::Display for ConfigError {
             (Some(file), None) => write!(f, "{}: ", file.display())?,
             _ => {}
         }
-        write!(f, "{}: {}", self.key, self.message)
+        if self.key.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
     }
 }
 
@@ -538,11 +542,14 @@ pub fn read_file(path: &Path) -> Result<Option<Parsed>, ConfigError> {
 
 /// Parses TOML `text` (named `path` in errors).
 pub fn parse_text(text: &str, path: &Path) -> Result<Parsed, ConfigError> {
-    let syntax = |error: &dyn fmt::Display, offset: Option<usize>| ConfigError {
-        file: Some(path.to_path_buf()),
-        line: offset.map(|o| line_of(text, o)),
-        key: String::new(),
-        message: format!("not valid TOML: {}", first_line(&error.to_string())),
+    let syntax = |error: &dyn fmt::Display, offset: Option<usize>| {
+        let line = offset.map(|o| line_of(text, o));
+        ConfigError {
+            file: Some(path.to_path_buf()),
+            line,
+            key: line.map(|line| key_at(text, line)).unwrap_or_default(),
+            message: format!("not valid TOML: {}", first_line(&error.to_string())),
+        }
     };
     let table: toml::Table =
         toml::from_str(text).map_err(|e| syntax(&e.message(), e.span().map(|s| s.start)))?;
@@ -555,6 +562,40 @@ pub fn parse_text(text: &str, path: &Path) -> Result<Parsed, ConfigError> {
         collect_lines(text, document.get_ref(), "", &mut lines);
     }
     Ok((map, lines))
+}
+
+/// The dotted key a broken line is about, read from the text alone (the TOML did not parse):
+/// the last table header above `line` and the key left of `=` on it. Empty when neither is
+/// there (e.g. a broken header line outside any table).
+fn key_at(text: &str, line: usize) -> String {
+    let unquote = |part: &str| {
+        part.trim()
+            .trim_matches(|c| c == '"' || c == '\'')
+            .to_owned()
+    };
+    let dotted = |path: &str| path.split('.').map(unquote).collect::<Vec<_>>().join(".");
+    let mut table = String::new();
+    for (index, raw) in text.lines().enumerate() {
+        let trimmed = raw.trim();
+        let is_header = trimmed.starts_with('[');
+        if index + 1 == line {
+            if !is_header && let Some((key, _)) = trimmed.split_once('=') {
+                let key = dotted(key);
+                return if table.is_empty() {
+                    key
+                } else {
+                    format!("{table}.{key}")
+                };
+            }
+            return table;
+        }
+        if is_header {
+            let inner = trimmed.trim_start_matches('[');
+            let inner = inner.split(']').next().unwrap_or_default();
+            table = dotted(inner);
+        }
+    }
+    table
 }
 
 fn first_line(text: &str) -> &str {
@@ -711,6 +752,15 @@ mod tests {
         assert_eq!(error.file.as_deref(), Some(path.as_path()));
         assert_eq!(error.line, Some(2));
         assert!(error.to_string().contains("not valid TOML"), "{error}");
+        // The key is named too, not an empty one (":2: : not valid TOML").
+        assert_eq!(error.key, "model.name");
+        assert!(
+            error.to_string().contains(":2: model.name: not valid TOML"),
+            "{error}"
+        );
+        std::fs::write(&path, "[plugins.\"web-search\"]\nfetch = tru\n").unwrap();
+        let error = read_file(&path).unwrap_err();
+        assert_eq!(error.key, "plugins.web-search.fetch", "{error}");
         assert!(
             read_file(&dir.path().join("missing.toml"))
                 .unwrap()

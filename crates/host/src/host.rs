@@ -1105,10 +1105,20 @@ impl SessionHost {
         dsh_secrets::var(&self.api_key_env()).is_some_and(|key| !key.trim().is_empty())
     }
 
-    /// What `/model` (TUI) and the `model` config option (ACP) offer: the built-in adapter's
-    /// models (none for an embedder's own adapter), the `[[model.catalog]]` entries and the
-    /// configured model, each once.
+    /// What `/model` (TUI) and the `model` config option (ACP) offer: the
+    /// [listed models](Self::listed_models) and the configured model, each once.
     pub fn models(&self) -> Vec<String> {
+        let mut models = self.listed_models();
+        let name = lock(&self.inner.state).core.model.name.clone();
+        if !models.contains(&name) {
+            models.push(name);
+        }
+        models
+    }
+
+    /// The model catalog: the built-in adapter's models (none for an embedder's own adapter)
+    /// and the `[[model.catalog]]` entries, each once. `dsh exec -m` is checked against it.
+    pub fn listed_models(&self) -> Vec<String> {
         let mut models: Vec<String> = if self.inner.custom_adapter {
             Vec::new()
         } else {
@@ -1127,7 +1137,6 @@ impl SessionHost {
                 .iter()
                 .map(|entry| entry.id.clone()),
         );
-        models.push(state.core.model.name.clone());
         drop(state);
         let mut seen = std::collections::HashSet::new();
         models.retain(|m| seen.insert(m.clone()));

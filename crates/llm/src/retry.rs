@@ -40,10 +40,19 @@ impl Default for RetryPolicy {
     }
 }
 
+/// HTTP statuses of the 5xx class that no retry can change.
+fn is_permanent_status(status: u16) -> bool {
+    matches!(status, 501 | 505 | 511)
+}
+
 impl RetryPolicy {
-    /// Whether the failure's code is one this policy retries at all.
+    /// Whether the failure's code is one this policy retries at all. A server status that
+    /// says the request can never succeed there (501 Not Implemented, 505 HTTP Version Not
+    /// Supported, 511 Network Authentication Required) keeps its `SERVER` code but is not
+    /// retried: waiting would only delay the message that says what to fix.
     pub fn is_retryable(&self, failure: &LlmFailure) -> bool {
         self.retryable_codes.contains(&failure.code)
+            && !failure.status.is_some_and(is_permanent_status)
     }
 
     /// The wait before retry number `attempt` (1-based): the provider's `Retry-After` verbatim

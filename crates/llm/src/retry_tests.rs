@@ -133,3 +133,19 @@ fn retry_after_is_used_verbatim_or_gives_up_when_too_long() {
         Some(Duration::from_millis(500))
     );
 }
+
+#[test]
+fn a_permanent_server_status_is_not_retried() {
+    let policy = RetryPolicy::default();
+    for status in [501, 505, 511] {
+        let mut permanent = failure("SERVER");
+        permanent.status = Some(status);
+        assert!(!policy.is_retryable(&permanent), "{status}");
+        assert_eq!(policy.decide_with(1, &permanent, 0.5), None, "{status}");
+    }
+    for status in [500, 502, 503, 504] {
+        let mut transient = failure("SERVER");
+        transient.status = Some(status);
+        assert!(policy.is_retryable(&transient), "{status}");
+    }
+}

@@ -59,8 +59,9 @@ pub struct IndexConfig {
     /// `:memory:` or a file path (never the persistence folder itself).
     pub path: String,
     pub open_at: OpenAt,
-    pub default_limit: usize,
-    pub max_limit: usize,
+    // Upstream's `defaultLimit` / `maxLimit` size the pages of its cursor search; dsh's search
+    // tools answer in one page without cursors (capped by the tools' `max_search_results`), so
+    // the keys would do nothing here and are refused as unknown instead of accepted and ignored.
     pub snippet_chars: usize,
     pub read_window_max: u64,
 }
@@ -70,8 +71,6 @@ impl Default for IndexConfig {
         Self {
             path: ":memory:".to_owned(),
             open_at: OpenAt::FirstSearch,
-            default_limit: 20,
-            max_limit: 100,
             snippet_chars: 240,
             read_window_max: 50,
         }
@@ -572,6 +571,19 @@ fn snippet(highlighted: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn page_limits_that_nothing_reads_are_refused() {
+        for key in ["default_limit", "max_limit"] {
+            let error = serde_json::from_value::<super::IndexConfig>(serde_json::json!({key: 5}))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(&format!("unknown field `{key}`")), "{error}");
+        }
+        let known: super::IndexConfig =
+            serde_json::from_value(serde_json::json!({"snippet_chars": 10})).unwrap();
+        assert_eq!(known.snippet_chars, 10);
+    }
+
     use super::*;
 
     #[test]

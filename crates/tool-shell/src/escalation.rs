@@ -34,6 +34,12 @@ pub async fn approve_escalation(
     signal: &CancellationToken,
 ) -> Result<SandboxMode, ShellError> {
     let m = requested.as_str();
+    // The mode the call already has needs no one's approval: it simply runs. Upstream refuses
+    // it as "not strictly wider", but dsh's own advice ("run with `-s <mode>`") leads a model
+    // to exactly this request, and refusing it made the advice fail.
+    if requested == policy.mode {
+        return Ok(requested);
+    }
     if !requested.is_strictly_wider_than(policy.mode) {
         return Err(ShellError::plain(format!(
             "sandbox escalation to \"{m}\" is not strictly wider than this call's current \"{}\" mode",

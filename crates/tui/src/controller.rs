@@ -44,7 +44,10 @@ use crate::state::UiState;
 
 const QUIT_WINDOW: Duration = Duration::from_secs(2);
 const QUESTION_FIRST: &str = "answer the question first: ↑↓ choose · enter answers · esc dismisses";
-const APPROVAL_FIRST: &str = "answer the approval first: y allow · n reject · esc cancels the turn";
+const APPROVAL_FIRST: &str =
+    "answer the approval first: y allow once · n reject · esc cancels the turn";
+/// The same note when the prompt offers "allow for this session" too.
+const APPROVAL_FIRST_SESSION: &str = "answer the approval first: y allow once · a allow for this session · n reject · esc cancels the turn";
 const COMPLETION_ITEMS: usize = 20;
 
 /// The UI's own commands: name, argument hint, description.
@@ -425,6 +428,7 @@ impl Controller {
             .retain(|pending| !pending.signal.is_cancelled());
         if self.state.approvals.len() != before {
             self.dirty = true;
+            self.clear_approval_hint();
         }
         if self
             .last_ctrl_c
@@ -465,7 +469,7 @@ impl Controller {
             TermEvent::Paste(text) => {
                 self.dirty = true;
                 if !self.state.approvals.is_empty() {
-                    self.state.hint = Some(APPROVAL_FIRST.to_owned());
+                    self.state.hint = Some(self.approval_first().to_owned());
                     return;
                 }
                 // A paste closes what covers the input; it is never dropped.
@@ -620,7 +624,15 @@ impl Controller {
             }
             _ => {
                 // Not an answer: say so instead of dropping the key.
-                self.state.hint = Some(APPROVAL_FIRST.to_owned());
+                let offers_session = front.answers().contains(&Answer::Session);
+                self.state.hint = Some(
+                    if offers_session {
+                        APPROVAL_FIRST_SESSION
+                    } else {
+                        APPROVAL_FIRST
+                    }
+                    .to_owned(),
+                );
                 None
             }
         };
@@ -628,6 +640,29 @@ impl Controller {
             && let Some(pending) = self.state.approvals.pop_front()
         {
             pending.answer(answer);
+            self.clear_approval_hint();
+        }
+    }
+
+    /// The "answer the approval first" note for the front prompt.
+    fn approval_first(&self) -> &'static str {
+        match self.state.approvals.front() {
+            Some(front) if front.answers().contains(&Answer::Session) => APPROVAL_FIRST_SESSION,
+            _ => APPROVAL_FIRST,
+        }
+    }
+
+    /// The note is about a prompt: once none is waiting it would be stale on every later turn.
+    fn clear_approval_hint(&mut self) {
+        if self.state.approvals.is_empty()
+            && self
+                .state
+                .hint
+                .as_deref()
+                .is_some_and(|hint| hint.starts_with("answer the approval first"))
+        {
+            self.state.hint = None;
+            self.dirty = true;
         }
     }
 

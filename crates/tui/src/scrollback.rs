@@ -134,6 +134,8 @@ pub fn write_stored(
     let mut state = crate::UiState::new("", cwd, loaded.header.id.clone());
     state.transcript = crate::Transcript::from_events(events.iter(), &crate::Presenters::default());
     state.now_ms = now_ms;
+    // A printout has no ctrl-o: every card is shown whole, with no "(ctrl-o to expand)" hint.
+    state.expand_tools = true;
     let lines = crate::view::transcript_lines(&state, width);
     let title = state.transcript.title.as_deref().unwrap_or("(untitled)");
     let head = [PlainLine::from(head(title))];

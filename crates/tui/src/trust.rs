@@ -69,6 +69,7 @@ mod tests {
                 "model.base_url".to_owned(),
                 "\u{1b}]52;c;eA==\u{7}".to_owned(),
             ],
+            unusable: None,
         };
         assert_eq!(
             question(&project),

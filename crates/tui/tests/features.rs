@@ -211,6 +211,52 @@ async fn overlays_and_approvals_never_swallow_typing() {
     assert!(screen(&ui, 90, 16).contains("answer the approval first"));
     ui.on_key(key(KeyCode::Char('y')));
     until(&mut ui, "the turn to end", idle).await;
+    assert_eq!(
+        ui.state.hint, None,
+        "the note clears once the approval is answered, not on every later turn"
+    );
+}
+
+/// "Allow for this session" (`a`), which the README and `/help` name, is offered in the
+/// prompt and its note, and a later call of the same tool then runs without a prompt.
+#[tokio::test]
+async fn allow_for_the_session_is_offered_and_remembered() {
+    let dir = common::workspace("allow-session");
+    let factory = TestHost::new(&dir);
+    let ask = serde_json::json!({"command": "echo needs-approval"}).to_string();
+    factory
+        .adapter
+        .push_chunks(tool_call_response("call_a", "bash", &ask, None));
+    factory.adapter.push_chunks(text_response("ok"));
+    factory
+        .adapter
+        .push_chunks(tool_call_response("call_b", "bash", &ask, None));
+    factory.adapter.push_chunks(text_response("ok again"));
+    let mut ui = controller(&factory, Start::New);
+    type_text(&mut ui, "go");
+    ui.on_key(key(KeyCode::Enter));
+    until(&mut ui, "the approval", |c| !c.state.approvals.is_empty()).await;
+    assert!(screen(&ui, 100, 16).contains("allow for this session"));
+    ui.on_key(key(KeyCode::Char('z')));
+    assert!(
+        ui.state
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("a allow for this session"),
+        "{:?}",
+        ui.state.hint
+    );
+    ui.on_key(key(KeyCode::Char('a')));
+    until(&mut ui, "the turn to end", idle).await;
+    assert_eq!(ui.state.hint, None);
+    type_text(&mut ui, "again");
+    ui.on_key(key(KeyCode::Enter));
+    until(&mut ui, "the second turn to end", |c| {
+        idle(c) && c.state.approvals.is_empty() && factory.adapter.requests().len() >= 4
+    })
+    .await;
+    assert!(ui.state.approvals.is_empty(), "no second prompt");
 }
 
 #[tokio::test]

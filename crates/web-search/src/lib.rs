@@ -27,6 +27,9 @@ pub use tool::SearchToolConfig;
 pub use tool::SessionEvents;
 pub use tool::section_text;
 
+/// The fetch tool the prompt may point to (`dsh-tool-web`'s, not a dependency of this crate).
+const FETCH_TOOL: &str = "web_fetch";
+
 /// `[plugins.web-search]`: selection, the tool's limits, and one table per provider (a
 /// provider is registered only when its table is present).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +37,8 @@ pub use tool::section_text;
 pub struct WebSearchPluginConfig {
     /// The provider id to use (else `DSH_WEB_SEARCH_PROVIDER`, else the only usable one).
     pub search_provider: Option<String>,
+    /// Whether the prompt points to `web_fetch` for reading a result in full; it does only
+    /// while the `web` plugin offers that tool.
     pub fetch: bool,
     pub search_max_results: usize,
     pub search_max_queries: usize,
@@ -102,13 +107,17 @@ impl Plugin for WebSearchPlugin {
         let registry = ctx
             .service::<ToolRegistry>()
             .ok_or_else(|| PluginError::msg("no tool registry is installed"))?;
+        // The prompt points to `web_fetch` only when a model can call it: `fetch = true` with
+        // the `web` plugin off would promise a tool that does not exist. (`web` is applied
+        // before this plugin, so its tool is registered by now.)
+        let fetch_offered = tool_config.fetch && registry.get(FETCH_TOOL, Some(ctx)).is_some();
         if let Ok(host) = dsh_plugin::HostServices::of(ctx) {
             host.prompts.register_section(
                 ctx,
                 dsh_plugin::Section::new(
                     SECTION.0,
                     dsh_plugin::Slot::Tools,
-                    section_text(tool_config.search_max_queries, tool_config.fetch),
+                    section_text(tool_config.search_max_queries, fetch_offered),
                 ),
             );
         }

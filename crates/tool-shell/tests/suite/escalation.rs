@@ -157,16 +157,16 @@ async fn confining_schema_shape_is_upstreams() {
     assert!(bash.description.contains("`justification`"));
 }
 
+/// The advice for a refused escalation is "run with `-s <mode>`"; a model in such a session
+/// that asks for that mode again must simply run, without a prompt.
 #[tokio::test]
-async fn not_strictly_wider_fails_without_asking() {
-    let s = setup(ww(), Some(ApprovalOutcome::AllowedOnce));
-    assert_eq!(
-        s.call("c1", escalate("true", "workspace-write")).await,
-        (
-            "Error: sandbox escalation to \"workspace-write\" is not strictly wider than this call's current \"workspace-write\" mode".to_owned(),
-            true
-        )
-    );
+async fn the_mode_the_call_already_has_simply_runs_without_asking() {
+    let s = setup(ww(), Some(ApprovalOutcome::Rejected));
+    let (text, is_error) = s
+        .call("c1", escalate("echo same-mode", "workspace-write"))
+        .await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains("same-mode"), "{text}");
     assert!(s.asked().is_empty());
 }
 
