@@ -220,7 +220,7 @@ impl Store {
             .env("LC_ALL", "C")
             .env("GIT_DIR", &self.git_dir)
             .env("GIT_WORK_TREE", &self.work_tree)
-            .env("GIT_INDEX_FILE", index)
+            .env("GIT_INDEX_FILE", &index)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_ATTR_NOSYSTEM", "1")
@@ -259,6 +259,11 @@ impl Store {
             Ok(status) => status.map_err(Self::io("cannot run git"))?,
             Err(_) => {
                 kill_group(pid);
+                // A killed git cannot remove its index lock; left there, it would refuse
+                // every later checkpoint of this store.
+                let mut lock = index.clone().into_os_string();
+                lock.push(".lock");
+                let _ = std::fs::remove_file(lock);
                 // The waiting and reading threads finish when the killed git is reaped; one
                 // that cannot be (a mount that ignores even SIGKILL) is left behind, not
                 // waited for.

@@ -3,7 +3,8 @@
 //! fails with an error that says why and how to turn checkpoints off, and the next one works.
 //!
 //! Without FUSE: a `git` wrapper first in `PATH` that, while a marker file is in the
-//! workspace, starts a long `sleep` and waits for it. Its own test binary, because it changes
+//! workspace, takes git's index lock as git would, starts a long `sleep` and waits for it.
+//! Its own test binary, because it changes
 //! this process's `PATH` before anything reads it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,7 +43,7 @@ fn a_git_that_never_finishes_is_killed_at_the_deadline_and_the_next_checkpoint_w
     let wrappers = tempfile::tempdir().unwrap();
     let pid_file = wrappers.path().join("sleeper.pid");
     let script = format!(
-        "#!/bin/sh\nif [ -e \"$GIT_WORK_TREE/stall-git\" ]; then\n  sleep 300 &\n  echo $! > '{}'\n  wait\nfi\nexec '{}' \"$@\"\n",
+        "#!/bin/sh\nif [ -e \"$GIT_WORK_TREE/stall-git\" ]; then\n  : > \"$GIT_INDEX_FILE.lock\"\n  sleep 300 &\n  echo $! > '{}'\n  wait\nfi\nexec '{}' \"$@\"\n",
         pid_file.display(),
         real_git().display()
     );
@@ -118,7 +119,8 @@ fn a_git_that_never_finishes_is_killed_at_the_deadline_and_the_next_checkpoint_w
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    // Once git answers again, checkpoints work as before.
+    // Once git answers again, checkpoints work as before (the lock the killed git held is
+    // gone).
     std::fs::remove_file(root.join("stall-git")).unwrap();
     std::fs::write(root.join("a.txt"), "b\n").unwrap();
     let next = checkpoints
