@@ -54,7 +54,13 @@ pub fn plan(store: &Store, target: &Target, current: &str) -> Result<RestorePlan
             .collect()
     };
     let mut taken: Vec<String> = Vec::new();
+    // A file system mounted inside the workspace is not ours to restore (nor to stat: it may
+    // not answer); snapshots leave it out too.
+    let mounts = crate::store::mounts_inside(store.work_tree());
     for change in wanted {
+        if crate::store::is_under_any(&change.path, &mounts) {
+            continue;
+        }
         let now = match since.get(&change.path) {
             Some(now) => now.clone(),
             None => change.old.clone(),

@@ -32,6 +32,8 @@ pub use timeline::Timeline;
 
 /// Files larger than this are not snapshotted by default (10 MiB).
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+/// How long one git run of the store may take (20 s): past it, that checkpoint is skipped.
+pub const DEFAULT_GIT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
 /// The default disk budget of one workspace's store (1 GiB).
 pub const DEFAULT_DISK_BUDGET_BYTES: u64 = 1024 * 1024 * 1024;
 
@@ -66,6 +68,10 @@ pub enum CheckpointError {
         "git was not found in PATH: checkpoints need it (install git, or turn them off with [plugins.checkpoints] enabled = false)"
     )]
     NoGit,
+    #[error(
+        "git {command} did not finish within {millis} ms and was stopped (a file system in the workspace that does not answer?); raise [plugins.checkpoints] git_timeout_ms, or turn checkpoints off with [plugins.checkpoints] enabled = false"
+    )]
+    Timeout { command: String, millis: u64 },
     #[error("checkpoints are off here: {0}")]
     Refused(String),
     #[error("cannot log the checkpoint: {0}")]
@@ -94,6 +100,25 @@ pub struct CheckpointSettings {
     /// Disk budget of one workspace's store, in bytes; the oldest checkpoints go first.
     #[serde(default = "default_budget")]
     pub disk_budget_bytes: u64,
+    /// How long one git run may take, in milliseconds, before it is killed and that
+    /// checkpoint (or restore) gives up.
+    #[serde(default = "default_git_timeout_ms")]
+    pub git_timeout_ms: u64,
+}
+
+impl CheckpointSettings {
+    /// The store's limits these settings ask for.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_file_bytes: self.max_file_bytes,
+            ignore: self.ignore.clone(),
+            git_deadline: std::time::Duration::from_millis(self.git_timeout_ms.max(1)),
+        }
+    }
+}
+
+fn default_git_timeout_ms() -> u64 {
+    u64::try_from(DEFAULT_GIT_DEADLINE.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn default_max_file_bytes() -> u64 {
@@ -110,6 +135,7 @@ impl Default for CheckpointSettings {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             ignore: default_ignore(),
             disk_budget_bytes: DEFAULT_DISK_BUDGET_BYTES,
+            git_timeout_ms: default_git_timeout_ms(),
         }
     }
 }
@@ -134,10 +160,7 @@ impl dsh_plugin::Plugin for CheckpointsPlugin {
         let host = dsh_plugin::HostServices::of(ctx)?;
         let checkpoints = std::sync::Arc::new(Checkpoints::new(
             host.info.home.clone(),
-            Limits {
-                max_file_bytes: config.max_file_bytes,
-                ignore: config.ignore,
-            },
+            config.limits(),
             config.disk_budget_bytes,
         ));
         ctx.provide(checkpoints.clone())?;

@@ -451,6 +451,9 @@ fn report_failure(
         Ok(Err(CheckpointError::Refused(reason))) => {
             tracing::debug!(%reason, "checkpoints are off for this workspace");
         }
+        Ok(Err(error @ CheckpointError::Timeout { .. })) => {
+            tracing::warn!(%error, "checkpoint skipped, the step goes on");
+        }
         Ok(Err(error)) => tracing::warn!(%error, "checkpoint failed"),
         Err(error) => tracing::warn!(%error, "checkpoint task failed"),
     }

@@ -12,15 +12,16 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::Component;
 use std::path::Path;
 use std::path::PathBuf;
-use std::process::Command;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::sync::PoisonError;
+use std::time::Duration;
 
 use sha2::Digest;
 use sha2::Sha256;
@@ -53,6 +54,9 @@ pub struct Limits {
     pub max_file_bytes: u64,
     /// Extra ignore rules in `.gitignore` syntax (`node_modules/`, `target/`).
     pub ignore: Vec<String>,
+    /// How long one git run may take before its process group is killed and the snapshot or
+    /// restore fails (a file system in the workspace that stopped answering).
+    pub git_deadline: Duration,
 }
 
 impl Default for Limits {
@@ -60,6 +64,7 @@ impl Default for Limits {
         Self {
             max_file_bytes: crate::DEFAULT_MAX_FILE_BYTES,
             ignore: crate::default_ignore(),
+            git_deadline: crate::DEFAULT_GIT_DEADLINE,
         }
     }
 }
@@ -198,26 +203,24 @@ impl Store {
         index: Option<&Path>,
         stdin: Option<&[u8]>,
     ) -> Result<Vec<u8>, CheckpointError> {
-        let env = dsh_secrets::parent_env();
-        let path_var = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
+        let path_var = dsh_process::ChildEnv::inherited()
+            .get("PATH")
+            .map(str::to_owned)
             .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_owned());
         let program = dsh_secrets::resolve_program("git", Some(&path_var), &self.work_tree)
             .ok_or(CheckpointError::NoGit)?;
         let index = index
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.git_dir.join("index"));
-        let mut command = Command::new(program);
+        // Nothing of dsh's environment: only what is set here.
+        let mut command = dsh_process::std_command(program, &dsh_process::ChildEnv::default());
         command
-            .env_clear()
             .env("PATH", &path_var)
             .env("HOME", &self.git_dir)
             .env("LC_ALL", "C")
             .env("GIT_DIR", &self.git_dir)
             .env("GIT_WORK_TREE", &self.work_tree)
-            .env("GIT_INDEX_FILE", index)
+            .env("GIT_INDEX_FILE", &index)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_ATTR_NOSYSTEM", "1")
@@ -234,6 +237,8 @@ impl Store {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        // Its own process group, so the deadline ends whatever git started too.
+        command.process_group(0);
         let mut child = command.spawn().map_err(Self::io("cannot run git"))?;
         let writer = match (stdin, child.stdin.take()) {
             (Some(bytes), Some(mut pipe)) => {
@@ -242,13 +247,41 @@ impl Store {
             }
             _ => None,
         };
-        let output = child
-            .wait_with_output()
-            .map_err(Self::io("cannot run git"))?;
+        let stdout = child.stdout.take().map(read_all);
+        let stderr = child.stderr.take().map(read_all);
+        let pid = child.id();
+        let (done, exited) = std::sync::mpsc::channel();
+        // The wait runs on its own thread: a git stuck in the kernel cannot pin the caller.
+        std::thread::spawn(move || {
+            let _ = done.send(child.wait());
+        });
+        let status = match exited.recv_timeout(self.limits.git_deadline) {
+            Ok(status) => status.map_err(Self::io("cannot run git"))?,
+            Err(_) => {
+                kill_group(pid);
+                // A killed git cannot remove its index lock; left there, it would refuse
+                // every later checkpoint of this store.
+                let mut lock = index.clone().into_os_string();
+                lock.push(".lock");
+                let _ = std::fs::remove_file(lock);
+                // The waiting and reading threads finish when the killed git is reaped; one
+                // that cannot be (a mount that ignores even SIGKILL) is left behind, not
+                // waited for.
+                return Err(CheckpointError::Timeout {
+                    command: args.first().copied().unwrap_or_default().to_owned(),
+                    millis: u64::try_from(self.limits.git_deadline.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+        };
         if let Some(writer) = writer {
             // A git that exits early closes the pipe; its exit status says what went wrong.
             let _ = writer.join();
         }
+        let output = std::process::Output {
+            status,
+            stdout: joined(stdout),
+            stderr: joined(stderr),
+        };
         if !output.status.success() {
             return Err(CheckpointError::Git {
                 command: args.first().copied().unwrap_or_default().to_owned(),
@@ -268,19 +301,34 @@ impl Store {
     pub fn snapshot(&self) -> Result<String, CheckpointError> {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.check_config()?;
-        let listing = self.git(
-            &[
-                "ls-files",
-                "-z",
-                "-t",
-                "-o",
-                "-m",
-                "-d",
-                "--exclude-standard",
-            ],
-            None,
-            None,
-        )?;
+        // Another file system mounted inside the workspace is not snapshotted: git never
+        // enters it (one that stopped answering would hang the walk), and what an earlier
+        // snapshot held under it leaves the index before anything is compared.
+        let mounts = mounts_inside(&self.work_tree);
+        let mut excludes = Vec::new();
+        for mount in &mounts {
+            let held = self.git(&["ls-files", "-z", "--", mount], None, None)?;
+            let held: Vec<&[u8]> = held.split(|b| *b == 0).filter(|p| !p.is_empty()).collect();
+            if !held.is_empty() {
+                self.git(
+                    &["update-index", "-z", "--force-remove", "--stdin"],
+                    None,
+                    Some(&nul_joined(&held)),
+                )?;
+            }
+            excludes.push(format!("--exclude={}", exclude_pattern(mount)));
+        }
+        let mut args = vec![
+            "ls-files",
+            "-z",
+            "-t",
+            "-o",
+            "-m",
+            "-d",
+            "--exclude-standard",
+        ];
+        args.extend(excludes.iter().map(String::as_str));
+        let listing = self.git(&args, None, None)?;
         let mut update = Vec::new();
         let mut remove = Vec::new();
         for item in listing.split(|b| *b == 0).filter(|s| s.len() > 2) {
@@ -546,6 +594,100 @@ impl Store {
     }
 }
 
+/// Reads a pipe to its end on a thread of its own.
+fn read_all(
+    mut pipe: impl std::io::Read + Send + 'static,
+) -> std::thread::JoinHandle<std::io::Result<Vec<u8>>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        pipe.read_to_end(&mut bytes).map(|_| bytes)
+    })
+}
+
+fn joined(reader: Option<std::thread::JoinHandle<std::io::Result<Vec<u8>>>>) -> Vec<u8> {
+    reader
+        .and_then(|r| r.join().ok())
+        .and_then(Result::ok)
+        .unwrap_or_default()
+}
+
+/// Kills the process group `pid` leads (git and anything it started).
+fn kill_group(pid: u32) {
+    if let Some(group) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        dsh_process::kill_group(group, rustix::process::Signal::KILL);
+    }
+}
+
+/// The mount points strictly inside `root`, relative to it, from `/proc/self/mountinfo`
+/// (read, not found by a walk: a stat of a mount that stopped answering would itself hang).
+pub fn mounts_inside(root: &Path) -> Vec<String> {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    mounts_in(&table, root)
+}
+
+fn mounts_in(table: &str, root: &Path) -> Vec<String> {
+    table
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(unescape_mount_path)
+        .filter_map(|point| {
+            let rel = Path::new(&point).strip_prefix(root).ok()?;
+            let rel = rel.to_str()?;
+            (!rel.is_empty()).then(|| rel.to_owned())
+        })
+        .collect()
+}
+
+/// Whether the workspace-relative `path` is one of `dirs` or lies under one.
+pub fn is_under_any(path: &str, dirs: &[String]) -> bool {
+    dirs.iter().any(|dir| {
+        path.strip_prefix(dir.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
+/// `/proc/self/mountinfo` writes space, tab, newline and backslash as `\ooo` (octal).
+fn unescape_mount_path(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|digits| {
+            let text = std::str::from_utf8(digits).ok()?;
+            u8::from_str_radix(text, 8).ok()
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A workspace-relative directory as an anchored `.gitignore` pattern that matches it alone.
+fn exclude_pattern(rel: &str) -> String {
+    let mut pattern = String::from("/");
+    for c in rel.chars() {
+        if matches!(c, '*' | '?' | '[' | '\\' | ' ' | '!' | '#') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('/');
+    pattern
+}
+
 fn nul_joined(paths: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
     for path in paths {
@@ -579,4 +721,36 @@ fn write_if_changed(path: &Path, text: &str) -> Result<(), CheckpointError> {
         what: format!("cannot write {}", path.display()),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_inside_the_workspace_are_found_unescaped_and_relative() {
+        let table = "\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+40 22 0:50 / /w rw - tmpfs tmpfs rw
+41 40 0:51 / /w/stuck rw - fuse dsh-stuck rw
+42 40 0:52 / /w/a\\040b/c rw - tmpfs tmpfs rw
+43 22 0:53 / /work rw - tmpfs tmpfs rw
+";
+        assert_eq!(
+            mounts_in(table, Path::new("/w")),
+            vec!["stuck".to_owned(), "a b/c".to_owned()]
+        );
+        assert!(mounts_in(table, Path::new("/nowhere")).is_empty());
+        let mounts = vec!["stuck".to_owned()];
+        assert!(is_under_any("stuck", &mounts));
+        assert!(is_under_any("stuck/a.txt", &mounts));
+        assert!(!is_under_any("stuck2/a.txt", &mounts));
+        assert!(!is_under_any("a/stuck", &mounts));
+    }
+
+    #[test]
+    fn a_mount_point_becomes_a_pattern_that_matches_it_alone() {
+        assert_eq!(exclude_pattern("stuck"), "/stuck/");
+        assert_eq!(exclude_pattern("a b/[x]*!"), "/a\\ b/\\[x]\\*\\!/");
+    }
 }

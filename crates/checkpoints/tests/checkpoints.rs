@@ -3,6 +3,10 @@
 //! changed the way tools change them (plain file system calls, as `bash` and the file tools
 //! do), and the user's `.git` is compared byte for byte before and after.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests run git and mount directly"
+)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -510,4 +514,78 @@ fn nothing_in_the_store_runs_code_from_the_workspace_or_its_own_config() {
         "git ran a program named by the workspace or the store"
     );
     assert!(!std::fs::read_to_string(&config).unwrap().contains("evil"));
+}
+
+/// A tmpfs mounted at `path`, unmounted when dropped.
+struct TmpfsMount(std::path::PathBuf);
+
+impl TmpfsMount {
+    fn at(path: &Path) -> Self {
+        assert!(
+            rustix::process::geteuid().is_root(),
+            "mounting a file system inside the workspace needs root (CI and this machine run tests as root)"
+        );
+        std::fs::create_dir_all(path).unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "dsh-test"])
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount -t tmpfs failed");
+        Self(path.to_path_buf())
+    }
+}
+
+impl Drop for TmpfsMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_file_system_mounted_inside_the_workspace_is_neither_snapshotted_nor_restored() {
+    let bench = Bench::new();
+    bench.write("a.txt", "a\n");
+    bench.write("m/under.txt", "under the mount point\n");
+    bench.turn(1, "first", &[], |root| {
+        std::fs::write(root.join("a.txt"), "b\n").unwrap()
+    });
+    let mount = TmpfsMount::at(&bench.root().join("m"));
+    bench.write("m/inside.txt", "on the mount\n");
+    bench.turn(2, "second", &[], |root| {
+        std::fs::write(root.join("a.txt"), "c\n").unwrap();
+        std::fs::write(root.join("m/inside.txt"), "changed on the mount\n").unwrap();
+    });
+    let timeline = bench.checkpoints.timeline(&bench.log).unwrap();
+    let last = &timeline.checkpoints.last().unwrap().tree;
+    let listed = Command::new("git")
+        .env("GIT_DIR", bench.store_dir())
+        .args(["ls-tree", "-r", "--name-only", last])
+        .output()
+        .unwrap();
+    assert!(listed.status.success());
+    let names = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        names.lines().all(|name| !name.starts_with("m/")),
+        "the mount was snapshotted: {names}"
+    );
+    assert!(names.lines().any(|name| name == "a.txt"), "{names}");
+
+    // Back to before turn 1, whose tree still holds m/under.txt from before the mount: the
+    // workspace's own files go back, nothing is written into (or deleted from) the mount.
+    bench
+        .checkpoints
+        .rewind(&bench.log, bench.root(), 1)
+        .unwrap();
+    assert_eq!(bench.read("a.txt").unwrap(), b"a\n");
+    assert_eq!(
+        bench.read("m/inside.txt").unwrap(),
+        b"changed on the mount\n"
+    );
+    assert_eq!(bench.read("m/under.txt"), None, "written into the mount");
+    drop(mount);
+    assert_eq!(
+        bench.read("m/under.txt").unwrap(),
+        b"under the mount point\n"
+    );
 }

@@ -139,10 +139,7 @@ pub fn restore(id: &str, checkpoint: &str) -> anyhow::Result<ExitCode> {
         .context("[plugins.checkpoints] is not valid (dsh config show says where)")?;
     let service = dsh_checkpoints::Checkpoints::new(
         config.home.clone(),
-        dsh_checkpoints::Limits {
-            max_file_bytes: settings.max_file_bytes,
-            ignore: settings.ignore,
-        },
+        settings.limits(),
         settings.disk_budget_bytes,
     );
     let timeline = dsh_checkpoints::list(&store, &id)?;
