@@ -1,7 +1,10 @@
 //! `dsh acp` as editors drive it, process by process, against a capturing model server:
 //! a session created in one process and never prompted is loaded and prompted from another,
 //! and a sandbox escalation's permission request carries the whole tool call.
-
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;

@@ -4,6 +4,10 @@
 //! resume in a second runtime, the working directory, unknown methods, and each way the
 //! process ends (shutdown, end of input, SIGTERM, SIGINT) with no process left behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::io::BufRead;
 use std::io::BufReader;

@@ -4,6 +4,10 @@
 //! `$HOME/.cache/dsh-sdk-venv` (`DSH_SDK_VENV` names another); in CI (`CI=true`) a missing
 //! venv fails the test, elsewhere it is skipped with a note.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -269,7 +269,10 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
         // The recorded compositions read their hook files from the launch folder. In dsh a
         // user setting that runs the folder's files applies only in a trusted folder, and the
         // scenario's workspace is the person's own project here.
-        let folder = ws.path().canonicalize().unwrap_or_else(|_| ws.path().to_path_buf());
+        let folder = ws
+            .path()
+            .canonicalize()
+            .unwrap_or_else(|_| ws.path().to_path_buf());
         config.push_str(&format!(
             "[projects.{}]\ntrust = \"trusted\"\n",
             toml_string(&folder.to_string_lossy())

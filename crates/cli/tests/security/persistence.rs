@@ -4,6 +4,10 @@
 //! (issue #27 §2). Each probe plants what a hostile model or repository would, then runs the
 //! real thing (dsh again, or real `git` as the case's user) and checks the planted command
 //! never ran.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "tests start dsh and their helpers directly"
+)]
 
 use std::path::Path;
 use std::process::Output;
