@@ -1057,6 +1057,10 @@ mod tests {
         assert_eq!(protected_paths(&root), with_file);
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test builds the repository with the real git"
+    )]
     fn git(dir: &Path, args: &[&str]) {
         let out = std::process::Command::new("git")
             .args([
