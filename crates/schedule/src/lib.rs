@@ -14,7 +14,6 @@ pub mod domain;
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use dsh_kernel::Plugin;
@@ -98,9 +97,7 @@ struct Session {
 
 /// The reminders of `log` as `fold` (the log's own) brings them up to date.
 fn folded(fold: &Mutex<StateFold>, log: &SessionLog) -> Result<State, RuleError> {
-    fold.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .catch_up(log)
+    dsh_sync::lock(fold).catch_up(log)
 }
 
 impl Session {
