@@ -16,7 +16,6 @@ mod depth;
 mod descriptor;
 mod directory;
 mod error;
-pub mod fixtures;
 mod host;
 mod inprocess;
 mod listing;
