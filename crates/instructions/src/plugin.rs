@@ -47,7 +47,7 @@ impl PolicyFs {
 }
 
 impl InstructionFs for PolicyFs {
-    fn exists(&self, path: &Path) -> Result<bool, String> {
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
         LocalFs.exists(path)
     }
 

@@ -530,7 +530,7 @@ async fn compaction_of_the_baseline_records_it_again() {
 struct Broken;
 
 impl InstructionFs for Broken {
-    fn exists(&self, path: &Path) -> Result<bool, String> {
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
         LocalFs.exists(path)
     }
     fn probe_file(&self, path: &Path) -> Probe {
