@@ -8,8 +8,8 @@
    (also tests/, benches/, examples/). A normal dependency only tests name belongs in
    [dev-dependencies].
 3. No unused workspace dependency: every `[workspace.dependencies]` entry is used by a crate.
-4. Front-ends render, they do not decode: `dsh-acp`, `dsh-tui` and `dsh-headless` depend
-   (normal and build dependencies) on no capability crate (`dsh-tool-*`, `dsh-plan-mode`,
+4. Front-ends render, they do not decode: `dsh-acp`, `dsh-tui`, `dsh-headless` and
+   `dsh-sdk-server` depend (normal and build dependencies) on no capability crate (`dsh-tool-*`, `dsh-plan-mode`,
    `dsh-goal`, `dsh-subagent*`). A plugin reaches them through the transcript's presenters,
    the command registry or a trait in `dsh-plugin`; their tests may still mount real tools.
 
@@ -32,7 +32,7 @@ NOT_NAMED = {
 
 
 # Front-ends and the capability crates they must not name (rule 4).
-FRONT_ENDS = {"dsh-acp", "dsh-tui", "dsh-headless"}
+FRONT_ENDS = {"dsh-acp", "dsh-tui", "dsh-headless", "dsh-sdk-server"}
 CAPABILITY = re.compile(r"^dsh-(tool-.*|plan-mode|goal|subagent(-.*)?)$")
 
 
