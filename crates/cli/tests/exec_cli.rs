@@ -792,3 +792,28 @@ async fn sessions_show_prints_whole_cards_without_tui_hints() {
         );
     }
 }
+
+/// A failed run that left no session behind does not name one in its result: `--output json`
+/// and `stream-json`'s result line say `"sessionId": null` and `"sessionKept": false`, while a
+/// run that is kept names its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_runs_result_names_no_session_it_did_not_keep() {
+    let not_found = status_server(404).await;
+    let env = Env::new();
+    for output in ["json", "stream-json"] {
+        let out = env.run(&not_found, &["exec", "--output", output, "hi"]);
+        assert_eq!(out.status.code(), Some(1), "{output}: {}", stderr(&out));
+        let text = stdout(&out);
+        let result: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(result["status"], "error", "{output}: {result}");
+        assert_eq!(result["sessionId"], Value::Null, "{output}: {result}");
+        assert_eq!(result["sessionKept"], false, "{output}: {result}");
+        assert_eq!(env.sessions(), 0, "{output}");
+    }
+    let server = ChatServer::start(vec![Reply::text("kept")]).await.unwrap();
+    let out = env.run(&server.url(), &["exec", "--output", "json", "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(result["sessionId"], session_of(&out), "{result}");
+    assert_eq!(env.sessions(), 1);
+}
