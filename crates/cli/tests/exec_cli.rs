@@ -293,7 +293,9 @@ async fn failures_are_clear_exit_non_zero_and_leave_no_session() {
     );
     assert!(!malformed.status.success());
     assert!(
-        stderr(&malformed).contains("base_url `ht tp://bad url` is not a valid http(s) URL"),
+        stderr(&malformed).contains(
+            "base_url `ht tp://bad url` (set by DEEPSEEK_BASE_URL) is not a valid http(s) URL"
+        ),
         "{}",
         stderr(&malformed)
     );
@@ -816,4 +818,93 @@ async fn a_failed_runs_result_names_no_session_it_did_not_keep() {
     let result: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_eq!(result["sessionId"], session_of(&out), "{result}");
     assert_eq!(env.sessions(), 1);
+}
+
+/// The text of the newest `tool` message of a chat-completions request.
+fn last_tool_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_else(|| panic!("no tool message: {request}"))
+}
+
+/// Under `-a never` every call that needs approval (a bash escalation, a file tool writing
+/// outside the workspace, a hook's `ask`) is refused by policy, and the model is told so and
+/// which setting refused it: never that "the user rejected" it. The refusal is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_approval_never_the_model_hears_refused_by_policy_not_the_user() {
+    let env = Env::new();
+    let outside = env.home.path().join("outside.txt");
+    let server = ChatServer::start(vec![
+        Reply::tool_call(
+            "call_bash",
+            "bash",
+            json!({"command": "touch /etc/dsh-never-escalated", "description": "Write outside",
+                   "sandbox_permissions": "danger-full-access", "justification": "asked to"}),
+        ),
+        Reply::tool_call(
+            "call_write",
+            "write",
+            json!({"file_path": outside, "content": "x",
+                   "sandbox_permissions": "danger-full-access", "justification": "asked to"}),
+        ),
+        Reply::tool_call("call_glob", "glob", json!({"pattern": "*"})),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let hook = env.work.path().join("ask.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"ask\",\"permissionDecisionReason\":\"a human must look\"}}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hooks = env.home.path().join("hooks.json");
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"PreToolUse": [{"matcher": "glob", "hooks": [{"type": "command", "command": hook}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let config = env.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[plugins.hooks-claude-code]\nconfig_path = \"{}\"\n",
+        hooks.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let out = env.run(
+        &server.url(),
+        &["exec", "-s", "workspace-write", "-a", "never", "try"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!Path::new("/etc/dsh-never-escalated").exists());
+    assert!(!outside.exists());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{}", stderr(&out));
+    for (call, request) in ["bash", "write", "glob"].iter().zip(&requests[1..]) {
+        let result = last_tool_result(request);
+        assert!(
+            result.contains("refused by policy")
+                && result.contains("approval policy is \\\"never\\\"")
+                && result.contains("-a never"),
+            "{call}: {result}"
+        );
+        assert!(!result.contains("user rejected"), "{call}: {result}");
+    }
+    let err = stderr(&out);
+    assert!(!err.contains("cannot ask"), "nobody was asked: {err}");
+    let id = session_of(&out);
+    let show = env.run(&server.url(), &["sessions", "show", "--json", &id]);
+    let decided: Vec<Value> = stdout(&show)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "approval/decided")
+        .collect();
+    assert_eq!(decided.len(), 3, "each refusal is audited: {decided:?}");
 }

@@ -179,10 +179,15 @@ pub async fn run<S: Send + 'static>(
     let session_id = agent.id().to_owned();
     io.note(&format!("session {session_id}"));
     let first_seq = agent.log().len();
-    // Headless, no one can answer an approval: say which flag allows the call instead.
-    let _approval = agent
-        .scope()
-        .provide::<dyn ApprovalService>(Arc::new(crate::approval::Headless::new(io.clone())))?;
+    // Headless, no one can answer an approval: say which flag allows the call instead. The
+    // session's approval policy still applies first (`-a never` refuses without a note).
+    let _approval =
+        agent
+            .scope()
+            .provide::<dyn ApprovalService>(Arc::new(dsh_approval::UserApproval::new(
+                Some(Arc::new(crate::approval::Headless::new(io.clone()))),
+                agent.scope().service::<dyn dsh_approval::PolicySource>(),
+            )))?;
 
     // Events are printed as they commit; an unbounded channel never drops one.
     let (sender, receiver) = mpsc::unbounded_channel::<Tagged>();
