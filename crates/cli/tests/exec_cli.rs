@@ -908,3 +908,97 @@ async fn under_approval_never_the_model_hears_refused_by_policy_not_the_user() {
         .collect();
     assert_eq!(decided.len(), 3, "each refusal is audited: {decided:?}");
 }
+
+/// A server that answers every request `200` with `content_type` and `body` (not an event
+/// stream).
+async fn plain_server(content_type: &'static str, body: &'static str) -> String {
+    use tokio::io::AsyncReadExt;
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 65536];
+                let _ = stream.read(&mut buffer).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// Errors from the model server say what to do: a 404 names the base URL and where it was set
+/// (`DEEPSEEK_BASE_URL`, or the config file and line); a body that is not an event stream says
+/// what came back (its content type and first bytes, escaped) and is not retried; a malformed
+/// URL names the variable or key it came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_server_errors_say_what_to_do_and_where_the_url_was_set() {
+    let env = Env::new();
+    let not_found = status_server(404).await;
+    let out = env.run(&not_found, &["exec", "hi"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("check the base URL `{not_found}`"))
+            && err.contains("set by DEEPSEEK_BASE_URL"),
+        "{err}"
+    );
+
+    // The same 404 with the URL from the user's config file: the file and line are named.
+    let config = env.home.path().join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("[model]\nbase_url = \"{not_found}\"\n\n{before}"),
+    )
+    .unwrap();
+    let out = env
+        .command("", &["exec", "hi"])
+        .env_remove("DEEPSEEK_BASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "set by [model] base_url in {}:2",
+            config.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(&config, &before).unwrap();
+
+    let html = plain_server("text/html", "<html>\n<body>Welcome to nginx!</body></html>").await;
+    let started = Instant::now();
+    let out = env.run(&html, &["exec", "hi"]);
+    let err = stderr(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not retried: {err}"
+    );
+    assert!(
+        err.contains("not an event stream")
+            && err.contains("text/html")
+            && err.contains("<html>\\n<body>Welcome to nginx!"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("check the base URL `{html}`")),
+        "{err}"
+    );
+
+    let malformed = env.run("ht tp://bad url", &["exec", "hi"]);
+    let err = stderr(&malformed);
+    assert!(
+        err.contains(
+            "base_url `ht tp://bad url` (set by DEEPSEEK_BASE_URL) is not a valid http(s) URL"
+        ),
+        "{err}"
+    );
+    assert_eq!(env.sessions(), 0);
+}
