@@ -207,7 +207,12 @@ async fn the_logged_policy_overrides_the_standing_one() {
 
 #[tokio::test]
 async fn a_delegated_agent_is_told_that_delegation_refused_it() {
-    let run = run(Policy::Ask, ApprovalOutcome::AllowedOnce, Some("never:delegation")).await;
+    let run = run(
+        Policy::Ask,
+        ApprovalOutcome::AllowedOnce,
+        Some("never:delegation"),
+    )
+    .await;
     assert_eq!(run.answerer.calls.load(Ordering::SeqCst), 0);
     assert_eq!(
         result_text(&run.agent),

@@ -296,7 +296,7 @@ async fn cancelled_and_unavailable_outcomes() {
 }
 
 #[tokio::test]
-async fn never_policy_rejects_without_asking() {
+async fn never_policy_refuses_by_policy_whatever_the_seam_answers() {
     let config = SandboxConfig::new(SandboxMode::ReadOnly);
     let config = SandboxConfig {
         approval: ApprovalPolicy::Never,
