@@ -1002,3 +1002,74 @@ async fn model_server_errors_say_what_to_do_and_where_the_url_was_set() {
     );
     assert_eq!(env.sessions(), 0);
 }
+
+/// One id format everywhere: a prefix of either form (`session-<uuid>` as `dsh exec` makes, or
+/// the bare uuid ACP makes) finds a session of either form in `dsh sessions show`, `export`,
+/// `checkpoints` and `dsh exec --resume`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn either_id_form_finds_a_session_of_either_form() {
+    let server = ChatServer::start(vec![Reply::text("noted"), Reply::text("again")])
+        .await
+        .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let exec_id = session_of(&env.run(&url, &["exec", "remember plums"]));
+    let uuid = exec_id.strip_prefix("session-").unwrap().to_owned();
+    // The same conversation stored under an ACP-form (bare uuid) id.
+    let acp_uuid = "7d0c1a52-9f3e-4b6a-8c21-5e4f3a2b1c0d";
+    let folder = std::fs::read_dir(env.home.path().join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let log = std::fs::read_to_string(folder.join(&exec_id).join("session.jsonl")).unwrap();
+    let acp_dir = folder.join(acp_uuid);
+    std::fs::create_dir_all(&acp_dir).unwrap();
+    std::fs::write(
+        acp_dir.join("session.jsonl"),
+        log.replacen(&exec_id, acp_uuid, 1),
+    )
+    .unwrap();
+
+    for (text, id) in [
+        (uuid[..8].to_owned(), exec_id.as_str()),
+        (exec_id[..16].to_owned(), exec_id.as_str()),
+        (format!("session-{}", &acp_uuid[..8]), acp_uuid),
+        (acp_uuid[..8].to_owned(), acp_uuid),
+    ] {
+        let show = env.run(&url, &["sessions", "show", &text]);
+        assert!(show.status.success(), "show {text}: {}", stderr(&show));
+        assert!(stdout(&show).contains("remember plums"), "show {text}");
+        let export = env.run(&url, &["sessions", "export", &text, "-o", "-"]);
+        assert!(
+            export.status.success(),
+            "export {text}: {}",
+            stderr(&export)
+        );
+        assert!(export.stdout.starts_with(b"PK"), "export {text}: a zip");
+        let checkpoints = env.run(&url, &["sessions", "checkpoints", &text, "--json"]);
+        assert!(
+            checkpoints.status.success(),
+            "checkpoints {text}: {}",
+            stderr(&checkpoints)
+        );
+        // The default archive is named after the session the text found.
+        let named = env.run(&url, &["sessions", "export", &text]);
+        assert!(
+            stderr(&named).contains(&format!("{id}.zip")),
+            "{text} finds {id}: {}",
+            stderr(&named)
+        );
+    }
+    let resumed = env.run(
+        &url,
+        &[
+            "exec",
+            "--resume",
+            &format!("session-{}", &acp_uuid[..8]),
+            "and?",
+        ],
+    );
+    assert_eq!(session_of(&resumed), acp_uuid, "{}", stderr(&resumed));
+}
