@@ -142,20 +142,20 @@ impl State {
                         self.saw_data = true;
                         deadline = Instant::now() + idle;
                     }
-                    SseItem::Data(data) => match {
+                    SseItem::Data(data) => {
                         self.saw_data = true;
-                        self.translator.on_data(&data)
-                    } {
-                        Ok(Outcome::Chunks(chunks)) => self.queue.extend(chunks),
-                        Ok(Outcome::Done(chunks)) => {
-                            // Anything after [DONE] is ignored: stop reading.
-                            self.queue.extend(chunks);
-                            self.done = true;
-                            self.body = None;
-                            return Ok(());
+                        match self.translator.on_data(&data) {
+                            Ok(Outcome::Chunks(chunks)) => self.queue.extend(chunks),
+                            Ok(Outcome::Done(chunks)) => {
+                                // Anything after [DONE] is ignored: stop reading.
+                                self.queue.extend(chunks);
+                                self.done = true;
+                                self.body = None;
+                                return Ok(());
+                            }
+                            Err(failure) => return Err(self.error(failure)),
                         }
-                        Err(failure) => return Err(self.error(failure)),
-                    },
+                    }
                 }
                 if !self.queue.is_empty() {
                     return Ok(());
