@@ -6,10 +6,12 @@
 //! and the decision order: an already-aborted signal is `cancelled`, policy `never` is
 //! refused by policy without asking anyone (audited as upstream's `rejected`; the outcome
 //! names the setting that made it `never`), otherwise the answerer decides (none =
-//! `unavailable`).
+//! `unavailable`). Also presents the pair in every front-end's transcript (`present.rs`).
 //! Does not own: who answers (a front-end's [`ApprovalService`] is wrapped), what an outcome
 //! means to the model (the tool registry maps outcomes to texts).
 //! Must not depend on: front-ends.
+
+mod present;
 
 use std::sync::Arc;
 
@@ -242,6 +244,12 @@ impl dsh_plugin::Plugin for UserApprovalPlugin {
         _config: UserApprovalSettings,
     ) -> Result<(), dsh_plugin::PluginError> {
         let host = dsh_plugin::HostServices::of(ctx)?;
+        host.presenters
+            .register(ctx, present::ASKED, present::asked)
+            .map_err(dsh_plugin::PluginError::other)?;
+        host.presenters
+            .register(ctx, present::DECIDED, present::decided)
+            .map_err(dsh_plugin::PluginError::other)?;
         host.sessions.attach(ctx, "user-approval", |session| {
             let policy: Arc<dyn PolicySource> = Arc::new(ContextPolicy(session.context.clone()));
             session.scope.provide::<dyn PolicySource>(policy.clone())?;
