@@ -237,7 +237,11 @@ impl Host {
         let custom_adapter = options.adapter.is_some();
         let inner_adapter = match options.adapter {
             Some(adapter) => adapter,
-            None => crate::model::build(&core.model, &root)?,
+            None => crate::model::build(
+                &core.model,
+                crate::model::base_url_source(&options.config),
+                &root,
+            )?,
         };
         let model = Arc::new(RoutedAdapter::new(inner_adapter));
         let services = Arc::new(HostServices {
@@ -446,7 +450,11 @@ impl Host {
             } else if self.inner.custom_adapter {
                 notes.push("this host's model adapter is fixed".to_owned());
             } else {
-                match crate::model::build(&checked.core.model, &self.inner.root) {
+                match crate::model::build(
+                    &checked.core.model,
+                    crate::model::base_url_source(&config),
+                    &self.inner.root,
+                ) {
                     Ok(adapter) => {
                         self.inner.model.replace(adapter);
                         changed.push("model".to_owned());
