@@ -16,6 +16,7 @@ mod command;
 pub mod error;
 pub mod guard;
 pub mod piped;
+pub mod placeholders;
 pub mod process;
 pub mod sandbox;
 
