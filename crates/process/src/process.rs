@@ -318,9 +318,23 @@ impl ShellProcess {
                 .lease
                 .take()
                 .filter(|lease| !lease.placeholders().is_empty())
-                && sandbox_gone(launch, removed, self.launched).await
             {
-                lease.sandbox_gone();
+                let launched = self.launched;
+                let wait = sandbox_gone(launch, removed, launched, SANDBOX_EXIT_WAIT);
+                if wait.await {
+                    lease.sandbox_gone();
+                } else {
+                    // Not yet: keep waiting off the call's path (the lease holds the lock until
+                    // then). Should dsh exit first, a later command removes the placeholders.
+                    tokio::spawn(async move {
+                        // Gone since (`None`) means another launch's sweep removed it empty.
+                        let removed = removed
+                            .map(|_| dsh_tool_guard::remove_pids_cgroup(launch).unwrap_or(true));
+                        if sandbox_gone(launch, removed, launched, SANDBOX_EXIT_GRACE).await {
+                            lease.sandbox_gone();
+                        }
+                    });
+                }
             }
         }
         self.live.disarm();
@@ -331,19 +345,21 @@ impl ShellProcess {
 /// are left for a later command to remove: bubblewrap exits with the command's status while
 /// the kernel is still killing the namespace's other processes, which takes a few
 /// milliseconds.
-const SANDBOX_EXIT_GRACE: Duration = Duration::from_millis(100);
+const SANDBOX_EXIT_GRACE: Duration = Duration::from_millis(1000);
+/// How much of that grace the call itself waits (it usually takes a millisecond or two).
+const SANDBOX_EXIT_WAIT: Duration = Duration::from_millis(10);
 
 /// Whether every process of the confined command launched as `launch` (at `launched` clock
 /// ticks after boot) has ended: its pids cgroup is removed (`removed` is the first try), or,
 /// where dsh makes none, no visible process started since lives in another PID namespace.
-async fn sandbox_gone(launch: u32, removed: Option<bool>, launched: u64) -> bool {
+async fn sandbox_gone(launch: u32, removed: Option<bool>, launched: u64, grace: Duration) -> bool {
     let started = tokio::time::Instant::now();
     if removed.is_none() {
         loop {
             if !crate::placeholders::another_pid_namespace_runs(launched) {
                 return true;
             }
-            if started.elapsed() >= SANDBOX_EXIT_GRACE {
+            if started.elapsed() >= grace {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -351,7 +367,7 @@ async fn sandbox_gone(launch: u32, removed: Option<bool>, launched: u64) -> bool
     }
     let mut removed = removed;
     while removed == Some(false) {
-        if started.elapsed() >= SANDBOX_EXIT_GRACE {
+        if started.elapsed() >= grace {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
