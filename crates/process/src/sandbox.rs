@@ -87,12 +87,18 @@ impl SandboxRunner {
         // of /dev/null would be mounted nodev and refuse writes. `/dev/tty` there names no
         // terminal: the command has none.
         args.one("--dev", Path::new("/dev"));
+        // That `/dev` is a tmpfs with no size (half the host's memory), writable to a command
+        // that runs as root, and its `shm` folder to everyone: read-only (device nodes still
+        // open for writing), with a `/dev/shm` bounded like `/tmp`.
+        let tmp_bytes = policy.limits.tmp_size_mb.saturating_mul(1024 * 1024);
+        args.one("--remount-ro", Path::new("/dev"));
+        args.flags(&["--perms", "1777", "--size", &tmp_bytes.to_string()]);
+        args.one("--tmpfs", Path::new("/dev/shm"));
         args.one("--proc", Path::new("/proc"));
         for (flag, source, dest) in kernel_masks() {
             args.pair(flag, source, dest);
         }
         let temps = temp_areas();
-        let tmp_bytes = policy.limits.tmp_size_mb.saturating_mul(1024 * 1024);
         for temp in &temps {
             args.flags(&["--size", &tmp_bytes.to_string()]);
             args.one("--tmpfs", temp);
