@@ -161,6 +161,14 @@ impl std::fmt::Display for ReloadReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unchanged => f.write_str("configuration reloaded: nothing changed"),
+            Self::Applied { changed, notes } if changed.is_empty() => {
+                // Only notes: a project layer left out, a setting that waits for a restart.
+                f.write_str("configuration reloaded")?;
+                for note in notes {
+                    write!(f, "; {note}")?;
+                }
+                Ok(())
+            }
             Self::Applied { changed, notes } => {
                 write!(f, "configuration reloaded: {}", changed.join(", "))?;
                 for note in notes {
@@ -442,6 +450,19 @@ impl Host {
     fn apply(&self, config: Config, checked: Checked) -> ReloadReport {
         let mut changed = Vec::new();
         let mut notes = Vec::new();
+        // An untrusted folder's file that became unusable (broken TOML, a key that fails) is
+        // left out whole: say so and why, rather than "nothing changed".
+        if let Some(project) = config.project.as_ref().filter(|p| !p.trusted)
+            && let Some(reason) = &project.unusable
+        {
+            let notice = crate::trust::unusable_notice(&project.file, &project.folder, reason);
+            notes.push(
+                notice
+                    .strip_prefix("dsh: notice: ")
+                    .unwrap_or(&notice)
+                    .to_owned(),
+            );
+        }
         let mut failed = Vec::new();
         let old_core = lock(&self.inner.state).core.clone();
         if checked.core.model != old_core.model {
