@@ -589,3 +589,72 @@ fn a_file_system_mounted_inside_the_workspace_is_neither_snapshotted_nor_restore
         b"under the mount point\n"
     );
 }
+
+#[test]
+fn a_conversation_rewind_forks_before_the_prompt_and_leaves_the_session_as_it_was() {
+    use dsh_session::data::TurnEnd;
+    use dsh_session::data::TurnEndReason;
+    use dsh_session::data::TurnStart;
+    let sessions_home = tempfile::tempdir().unwrap();
+    let sessions = dsh_session::JsonlStore::new(sessions_home.path());
+    let mut bench = Bench::new();
+    bench.log = sessions
+        .create(dsh_session::CreateOptions {
+            cwd: Some(bench.root().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+    bench.write("a.txt", "one\n");
+    for n in 1..=3u64 {
+        bench.log.append_data(&TurnStart { turn: n }, None).unwrap();
+        bench.turn(n, &format!("prompt {n}"), &["bash"], |root| {
+            std::fs::write(root.join("a.txt"), format!("turn {n}\n")).unwrap();
+        });
+        bench
+            .log
+            .append_data(
+                &TurnEnd {
+                    turn: n,
+                    reason: TurnEndReason::Completed,
+                },
+                None,
+            )
+            .unwrap();
+    }
+    bench.log.flush().unwrap();
+    let before = bench.log.len();
+    let fork = dsh_checkpoints::command::fork_before_turn(&sessions, &bench.log, 2).unwrap();
+    assert_ne!(fork, bench.log.id());
+    assert_eq!(bench.log.len(), before, "the session itself is not touched");
+    let forked = sessions.load(&fork).unwrap();
+    assert_eq!(
+        forked.header.parent_session.as_deref(),
+        Some(bench.log.id())
+    );
+    let turns: Vec<(String, Option<u64>)> = forked
+        .events
+        .iter()
+        .filter(|e| e.kind.starts_with("turn/") || e.kind == "tool/call")
+        .map(|e| (e.kind.to_string(), e.turn()))
+        .collect();
+    assert_eq!(
+        turns,
+        vec![
+            ("turn/start".into(), Some(1)),
+            ("tool/call".into(), Some(1)),
+            ("turn/end".into(), Some(1)),
+        ],
+        "the fork holds the conversation before prompt 2, and nothing of it"
+    );
+    // Before the first prompt there is nothing: the fork starts empty, in the same folder.
+    let empty = dsh_checkpoints::command::fork_before_turn(&sessions, &bench.log, 1).unwrap();
+    let empty = sessions.load(&empty).unwrap();
+    assert!(empty.events.iter().all(|e| !e.kind.starts_with("turn/")));
+    assert_eq!(empty.header.cwd, bench.log.header().cwd);
+    assert!(
+        dsh_checkpoints::command::fork_before_turn(&sessions, &bench.log, 9)
+            .unwrap_err()
+            .to_string()
+            .contains("turn 9 is not in this session's log")
+    );
+}
