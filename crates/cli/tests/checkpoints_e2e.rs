@@ -142,7 +142,7 @@ async fn undo_three_times_restores_the_original_tree_and_redo_three_times_the_fi
     )
     .unwrap();
     let root = work.path();
-    let (url, _bodies) = model_server(vec![
+    let (url, bodies) = model_server(vec![
         // Prompt 1: the file tools create one file and overwrite another.
         tool_call(
             "c1",
@@ -169,6 +169,8 @@ async fn undo_three_times_restores_the_original_tree_and_redo_three_times_the_fi
             json!({"command": "rm -r notes && printf '\\001\\002' > data.bin", "description": "Clean up"}),
         ),
         reply("Done."),
+        // After `/rewind 2 conversation`: the fork's first prompt.
+        reply("Continuing from the plan."),
     ])
     .await;
     let git_before = files(&root.join(".git"), true);
@@ -236,6 +238,37 @@ async fn undo_three_times_restores_the_original_tree_and_redo_three_times_the_fi
     );
     assert_eq!(files(root, false), states[0]);
     assert_eq!(files(&root.join(".git"), true), git_before);
+
+    // The conversation: a fork before prompt 2 takes this ACP session's place; the files
+    // stay; the next prompt's request holds prompt 1 and nothing after it.
+    let text = session.prompt("/rewind 2 conversation").await;
+    assert!(
+        text.starts_with("Rewound the conversation to before prompt 2 (\"shuffle the files\"): it continues in session "),
+        "{text}"
+    );
+    assert!(text.contains(&session.id), "names the kept session: {text}");
+    let fork = text
+        .split("it continues in session ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap()
+        .to_owned();
+    assert!(!text.contains("Error"), "{text}");
+    assert_eq!(
+        files(root, false),
+        states[0],
+        "the files were left as they are"
+    );
+    let requests = bodies.lock().unwrap().len();
+    let text = session.prompt("what now").await;
+    assert_eq!(text, "Continuing from the plan.");
+    let request = bodies.lock().unwrap()[requests].to_string();
+    assert!(request.contains("make a plan"), "{request}");
+    assert!(request.contains("what now"), "{request}");
+    assert!(
+        !request.contains("shuffle the files") && !request.contains("generate and clean"),
+        "the fork holds nothing from prompt 2 on: {request}"
+    );
     let id = session.id.clone();
     session.acp.stop().await;
 
@@ -259,6 +292,17 @@ async fn undo_three_times_restores_the_original_tree_and_redo_three_times_the_fi
     let times: Vec<u64> = listed.iter().map(|c| c["time"].as_u64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
     assert_eq!(listed[0]["prompt"], "make a plan");
+    // The fork holds prompt 1's checkpoints, then its own next prompt's.
+    let forked: Value =
+        serde_json::from_str(&dsh(&["sessions", "checkpoints", &fork, "--json"])).unwrap();
+    let mut prompts: Vec<&str> = forked
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["prompt"].as_str())
+        .collect();
+    prompts.dedup();
+    assert_eq!(prompts, vec!["make a plan", "what now"], "{forked}");
     let text = dsh(&["sessions", "restore", &id, "3.end"]);
     assert!(
         text.starts_with("Restored the files to checkpoint 3.end"),
