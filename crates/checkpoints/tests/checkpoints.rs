@@ -35,9 +35,13 @@ impl Bench {
     }
 
     fn with_limits(limits: Limits) -> Self {
+        Self::with_budget(limits, u64::MAX)
+    }
+
+    fn with_budget(limits: Limits, budget: u64) -> Self {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
-        let checkpoints = Checkpoints::new(home.path().to_path_buf(), limits, u64::MAX);
+        let checkpoints = Checkpoints::new(home.path().to_path_buf(), limits, budget);
         Self {
             home,
             work,
@@ -657,4 +661,97 @@ fn a_conversation_rewind_forks_before_the_prompt_and_leaves_the_session_as_it_wa
             .to_string()
             .contains("turn 9 is not in this session's log")
     );
+}
+
+/// Bytes that do not compress (git would otherwise pack them to nothing).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn the_disk_budget_prunes_the_oldest_checkpoints_first_and_keeps_the_newest() {
+    const BUDGET: u64 = 1536 * 1024;
+    let bench = Bench::with_budget(Limits::default(), BUDGET);
+    bench.write("keep.txt", "base\n");
+    let refs = || -> Vec<String> {
+        let out = Command::new("git")
+            .env("GIT_DIR", bench.store_dir())
+            .args(["for-each-ref", "--format=%(refname)", "refs/dsh/"])
+            .output()
+            .unwrap();
+        let mut names: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let mut created: Vec<String> = Vec::new();
+    for n in 1..=16u64 {
+        bench.turn(n, &format!("prompt {n}"), &[], |root| {
+            std::fs::write(root.join(format!("blob{n}.bin")), noise(n, 256 * 1024)).unwrap();
+        });
+        for name in refs() {
+            if !created.contains(&name) {
+                created.push(name);
+            }
+        }
+    }
+    let kept = refs();
+    assert_eq!(created.len(), 32, "two checkpoints a turn: {created:?}");
+    assert!(
+        kept.len() >= 8,
+        "the newest eight are always kept: {kept:?}"
+    );
+    assert!(kept.len() < created.len(), "something was pruned");
+    assert_eq!(
+        kept,
+        created[created.len() - kept.len()..],
+        "what is left is the newest, in order"
+    );
+    let store =
+        dsh_checkpoints::Store::open(bench.home.path(), bench.root(), Limits::default()).unwrap();
+    assert!(
+        store.disk_bytes().unwrap() <= BUDGET || kept.len() == 8,
+        "within the budget, or down to the newest eight"
+    );
+    // The newest turn still undoes; the first prompt's checkpoint is gone, and rewinding to it
+    // says so instead of guessing.
+    assert!(bench.undo().starts_with("Undid turn 16"));
+    assert!(!bench.root().join("blob16.bin").exists());
+    let error = bench
+        .checkpoints
+        .rewind(&bench.log, bench.root(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("no longer in the store (pruned for the disk budget?)"),
+        "{error}"
+    );
+    assert!(
+        bench.root().join("blob15.bin").exists(),
+        "a refused rewind touches nothing"
+    );
+}
+
+#[test]
+fn the_defaults_are_the_documented_ones() {
+    let defaults = dsh_checkpoints::CheckpointSettings::default();
+    assert_eq!(defaults.disk_budget_bytes, 1024 * 1024 * 1024);
+    assert_eq!(defaults.max_file_bytes, 10 * 1024 * 1024);
+    assert_eq!(defaults.git_timeout_ms, 20_000);
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    for said in ["1 GiB", "10 MiB", "node_modules"] {
+        assert!(readme.contains(said), "README states the default {said}");
+    }
 }
