@@ -714,17 +714,16 @@ impl Bridge {
                 return Err(format!("cannot open the fork {fork}: {error}"));
             }
         };
+        // `None`: the bridge closed meanwhile; `Some(None)`: the wire session was gone.
         let replaced = {
             let mut state = lock(&self.state);
-            if state.closed {
-                None
-            } else {
-                state.sessions.insert(session.id.clone(), next.clone())
-            }
+            (!state.closed).then(|| state.sessions.insert(session.id.clone(), next.clone()))
         };
         match replaced {
             Some(old) => {
-                old.agent.dispose().await;
+                if let Some(old) = old {
+                    old.agent.dispose().await;
+                }
                 Ok(())
             }
             None => {
