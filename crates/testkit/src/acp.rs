@@ -2,8 +2,9 @@
 //! JSON-RPC 2.0 on its stdio, as an editor would; answers `session/request_permission` from
 //! `permission_answers` and refuses every other client-side method.
 
+use dsh_sync::lock;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -43,12 +44,6 @@ struct Driver<'a> {
     stdin: Stdin,
     next_id: u64,
     session_id: Option<String>,
-}
-
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn write_line(stdin: &Stdin, msg: &Value) -> Result<(), String> {
@@ -329,6 +324,21 @@ impl Driver<'_> {
                 if let Some(sid) = resp.pointer("/result/sessionId").and_then(Value::as_str) {
                     self.session_id = Some(sid.to_owned());
                 }
+                Ok(())
+            }
+            // The replay half of live = replay: an editor reopening a stored session.
+            "loadSession" => {
+                let session_id = step
+                    .str_arg("sessionId")
+                    .ok_or("loadSession without sessionId")?
+                    .to_owned();
+                let params = json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []});
+                let id = self.send("session/load", params).await?;
+                let resp = self.response(id, timeout).await?;
+                if let Some(error) = resp.get("error") {
+                    return Err(format!("session/load failed: {error}"));
+                }
+                self.session_id = Some(session_id);
                 Ok(())
             }
             "prompt" | "promptContent" | "promptExpectError" | "promptAndWaitForAgentMessage" => {

@@ -150,10 +150,6 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// The variable that names the test-only fixtures a run needs (each `fixture_plugins`
-/// entry's first word); plugins that provide a fixture mount it only when named here.
-pub const FIXTURES_ENV: &str = "DSH_TEST_FIXTURES";
-
 /// The fixture name of a `fixture_plugins` entry (its first word).
 pub fn fixture_name(entry: &str) -> &str {
     entry.split_whitespace().next().unwrap_or_default()
@@ -289,7 +285,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
     .map_err(|e| e.to_string())?;
     // Held until the judged run is over; dropping it stops the servers.
     let _aux = crate::aux_server::start(&scenario.dir).await?;
-    let mut env: Vec<(String, String)> = spec
+    let env: Vec<(String, String)> = spec
         .env
         .iter()
         .map(|(k, v)| {
@@ -297,14 +293,6 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             (k.clone(), v)
         })
         .collect();
-    if !spec.fixture_plugins.is_empty() {
-        let names: Vec<&str> = spec
-            .fixture_plugins
-            .iter()
-            .map(|f| fixture_name(f))
-            .collect();
-        env.push((FIXTURES_ENV.to_owned(), names.join(",")));
-    }
     let ctx = RunContext {
         bin: opts.bin.clone(),
         workspace: ws.path().to_path_buf(),
@@ -325,6 +313,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             failures.extend(run.failures);
             let kinds = judge::request_kinds(&spec.prompt_steps);
             judge::judge_acp(&kinds, &expected, &run.lines, &norm, &mut failures);
+            acp_live_equals_load(&ctx, &run.lines, &mut failures).await;
             run.stderr
         }
         "headless" => {
@@ -362,6 +351,44 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
         &mut failures,
     );
     Ok((failures, parity, stderr))
+}
+
+/// Live = replay over the wire: each session the live run created is loaded again by a fresh
+/// `dsh acp` (`session/load`, as an editor reopening it), and its transcript updates must equal
+/// the live ones (`transcript_check::acp_transcript` lists what may differ). Only for an agent
+/// that offers `session/load` (`agentCapabilities.loadSession`; dsh does, and its ACP snapshot
+/// tests pin the `initialize` answer).
+async fn acp_live_equals_load(ctx: &RunContext<'_>, live: &[Value], failures: &mut Vec<String>) {
+    let loads = live.iter().any(|line| {
+        line.pointer("/result/agentCapabilities/loadSession")
+            .and_then(Value::as_bool)
+            == Some(true)
+    });
+    if !loads {
+        return;
+    }
+    for session in crate::transcript_check::acp_sessions(live) {
+        let steps: Vec<crate::scenario::Step> = match serde_json::from_value(serde_json::json!([
+            {"op": "initialize"},
+            {"op": "loadSession", "sessionId": session},
+        ])) {
+            Ok(steps) => steps,
+            Err(error) => {
+                failures.push(format!("acp: cannot script the load of {session}: {error}"));
+                continue;
+            }
+        };
+        let load = acp::run(ctx, &steps, &[]).await;
+        if !load.failures.is_empty() {
+            failures.extend(
+                load.failures
+                    .into_iter()
+                    .map(|failure| format!("acp: loading {session}: {failure}")),
+            );
+            continue;
+        }
+        crate::transcript_check::judge_acp_live_equals_load(&session, live, &load.lines, failures);
+    }
 }
 
 /// Runs every scenario in order, calling `on_report` as each finishes.
