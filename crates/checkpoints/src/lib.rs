@@ -7,8 +7,10 @@
 //! touch a file (`checkpoint/restore-started`, `checkpoint/restored`) so a crash in between
 //! is finished on the next use, the fold of those events ([`Timeline`]), conflict handling (a
 //! file the person changed after the agent is left alone, the other version put beside it),
-//! the disk budget, and `/undo`, `/redo`, `/rewind` (files).
-//! Does not own: the conversation side of a rewind (a fork at a prompt: not built yet), the
+//! the disk budget, and `/undo`, `/redo`, `/rewind` (the files; the conversation as a fork
+//! before the prompt, made in the host's `dyn SessionStore`, which the command hands to the
+//! front-end as [`dsh_commands::CommandResult::Switch`]).
+//! Does not own: how a front-end switches to the fork, the
 //! `dsh sessions checkpoints|restore` argv (the binary calls [`list`] and
 //! [`Checkpoints::restore_to`]).
 //! Must not depend on: front-ends, the host, concrete tool crates.
@@ -166,7 +168,11 @@ impl dsh_plugin::Plugin for CheckpointsPlugin {
         ctx.provide(checkpoints.clone())?;
         runtime::install(&checkpoints, &host, ctx);
         if let Some(commands) = dsh_commands::CommandRegistry::of(ctx) {
-            command::register(&commands, ctx, checkpoints, host.sessions.clone())
+            let undo = command::Undo {
+                checkpoints,
+                sessions: ctx.service::<dyn dsh_session::SessionStore>(),
+            };
+            command::register(&commands, ctx, undo, host.sessions.clone())
                 .map_err(dsh_plugin::PluginError::other)?;
         }
         Ok(())

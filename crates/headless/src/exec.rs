@@ -223,7 +223,12 @@ pub async fn run<S: Send + 'static>(
         cancel_agent.cancel(CancelCause::User, false);
         stop
     });
-    let outcome = dsh_agent::run_final(&agent, &run.task).await;
+    // A task that names a command of the shared registry (`/undo` in a resumed session) runs
+    // that command, as the TUI and ACP do: no model request.
+    let outcome = match run_command(&agent, &run.task).await {
+        Some(outcome) => Ok(outcome),
+        None => dsh_agent::run_final(&agent, &run.task).await,
+    };
     let stopped = if interrupt.is_finished() {
         interrupt.await.ok()
     } else {
@@ -356,6 +361,58 @@ fn exit_code(reason: &Option<TurnEndReason>, io: &Io) -> u8 {
             1
         }
     }
+}
+
+/// Runs `task` as a slash command when it names one the session's registry knows; `None`
+/// otherwise (the task goes to the model). The command's text is the run's output; a failed
+/// command ends the run as an error (`COMMAND_FAILED`); a command that continues in another
+/// session (`/rewind N conversation`) says how to resume it.
+async fn run_command(agent: &AgentHandle, task: &str) -> Option<dsh_agent::RunOutcome> {
+    let registry = dsh_commands::CommandRegistry::of(agent.scope())?;
+    let line = task.trim();
+    let parsed = dsh_commands::parse_command(line)?;
+    registry.find(agent.scope(), parsed.name)?;
+    let executed = registry
+        .execute(
+            agent,
+            line,
+            Vec::new(),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+    let failed = |message: String| dsh_agent::RunOutcome {
+        text: String::new(),
+        reason: Some(TurnEndReason::Error {
+            error: dsh_protocol::LlmFailure {
+                message,
+                code: "COMMAND_FAILED".to_owned(),
+                status: None,
+                provider_retry_after_ms: None,
+                request_id: None,
+            },
+        }),
+        session_id: agent.id().to_owned(),
+    };
+    Some(match executed {
+        Ok(Some(executed)) => match executed.result {
+            dsh_commands::CommandResult::Error { text } => failed(text),
+            result => {
+                let mut text = result.display_text().unwrap_or_default();
+                if let Some(session) = result.switch_to() {
+                    text.push_str(&format!(
+                        "\nContinue there with: dsh exec --resume {session} \"…\""
+                    ));
+                }
+                dsh_agent::RunOutcome {
+                    text,
+                    reason: Some(TurnEndReason::Completed),
+                    session_id: agent.id().to_owned(),
+                }
+            }
+        },
+        Ok(None) => return None,
+        Err(error) => failed(format!("/{} failed: {error}", parsed.name)),
+    })
 }
 
 /// Removes the stored session `id` once this process has let go of its log. The agent's last
