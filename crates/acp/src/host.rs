@@ -151,6 +151,25 @@ impl AcpHost {
         Ok(sessions)
     }
 
+    /// Deletes a stored session that no agent has open; an unknown id is the client's error.
+    pub(crate) fn remove(&self, session_id: &str) -> Result<(), Failure> {
+        match self.sessions.remove(session_id) {
+            Ok(()) => Ok(()),
+            Err(dsh_host::HostError::Session(dsh_session::SessionError::NotFound { .. })) => {
+                Err(Failure::NotFound(session_id.to_owned()))
+            }
+            // Open in this process (not through this connection, or still settling).
+            Err(dsh_host::HostError::Session(dsh_session::SessionError::AlreadyExists {
+                ..
+            })) => Err(Failure::Busy(format!(
+                "session {session_id} is open elsewhere in this process; close it there first"
+            ))),
+            Err(error) => Err(Failure::internal(format!(
+                "cannot delete session {session_id}: {error:#}"
+            ))),
+        }
+    }
+
     /// Whether `create` accepts client-provided MCP servers: only with the `mcp` plugin
     /// mounted (otherwise a non-empty `mcpServers` is refused as not supported).
     pub(crate) fn supports_mcp_servers(&self) -> bool {
