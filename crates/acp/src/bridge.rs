@@ -229,10 +229,13 @@ impl Bridge {
             .and_then(|meta| meta.get("terminal_output"))
             .and_then(serde_json::Value::as_bool)
             == Some(true);
-        let images = crate::images::advertised(
-            self.host.prompt_images().as_deref(),
-            self.host.image_input(None),
-        );
+        // Advertised when the configured model or one a session may switch to takes images;
+        // each prompt is still checked against its session's model (naming it when it does
+        // not, with the advice to switch).
+        let store = self.host.prompt_images();
+        let images = crate::images::advertised(store.as_deref(), self.host.image_input(None))
+            || (crate::images::stores_prompt_formats(store.as_deref())
+                && self.host.any_model_takes_images());
         let elicitation_form = request
             .client_capabilities
             .elicitation
@@ -731,7 +734,11 @@ impl Bridge {
         }
         let options: Vec<SessionConfigSelectOption> = models
             .into_iter()
-            .map(|model| SessionConfigSelectOption::new(model.clone(), model))
+            .map(|model| {
+                let images = self.host.model_takes_images(&model);
+                SessionConfigSelectOption::new(model.clone(), model)
+                    .description(images.then(|| "accepts images".to_owned()))
+            })
             .collect();
         let mut offered = vec![
             SessionConfigOption::select(MODEL_OPTION, "Model", current, options)

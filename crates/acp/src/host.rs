@@ -216,8 +216,8 @@ impl AcpHost {
             .map(|store| Arc::new(PromptImages(store)) as Arc<dyn PromptImageStore>)
     }
 
-    /// Whether a route declares image input: the agent's current route (its latest request
-    /// header), else the configured one (what `initialize` advertises).
+    /// Whether a route declares image input: the agent's next request's route (its provider
+    /// from its latest request header, the model it selected since), else the configured one.
     pub(crate) fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, Failure> {
         let header = agent
             .and_then(|agent| agent.log().request_header())
@@ -229,6 +229,8 @@ impl AcpHost {
             Some(config) => (config.provider, config.model),
             None => self.sessions.route(),
         };
+        // A model switched to since the last request is the one the prompt will reach.
+        let model = agent.map_or(model, dsh_host::model_choice::current);
         Ok(match self.sessions.accepts_images(&provider, &model) {
             None => ImageInput::Unresolved,
             Some(accepts_images) => ImageInput::Model {
@@ -248,6 +250,20 @@ impl AcpHost {
     /// The models a session may switch to (its `model` config option).
     pub(crate) fn models(&self) -> Vec<String> {
         self.sessions.models()
+    }
+
+    /// Whether `model`, on the configured provider, declares image input.
+    pub(crate) fn model_takes_images(&self, model: &str) -> bool {
+        let (provider, _) = self.sessions.route();
+        self.sessions.accepts_images(&provider, model) == Some(true)
+    }
+
+    /// Whether any model a session may switch to declares image input (with the configured
+    /// one, what `initialize` advertises: a session can switch within the connection).
+    pub(crate) fn any_model_takes_images(&self) -> bool {
+        self.models()
+            .iter()
+            .any(|model| self.model_takes_images(model))
     }
 
     /// `session/set_mode` with a combined id: the preset part switches the approval preset

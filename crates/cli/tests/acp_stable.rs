@@ -759,3 +759,68 @@ async fn an_edit_call_carries_its_file_as_a_location() {
     );
     acp.stop().await;
 }
+
+const RED_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_prompts_follow_the_selected_model() {
+    let (url, bodies) = model_server(vec![sse(&[json!({"content": "a red pixel"})], "stop")]).await;
+    // The configured model takes text only; the catalog offers one that takes images.
+    let work = workspace(&format!(
+        "{NO_TITLES}\n[model]\nname = \"text-test\"\n\n[[model.catalog]]\nid = \"text-test\"\ninput = [\"text\"]\n\n[[model.catalog]]\nid = \"vision-test\"\ninput = [\"text\", \"image\"]\n"
+    ));
+    let cwd = work.path().canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut acp = Acp::start(&cwd, home.path(), &url);
+    let init = initialize(&mut acp).await;
+    assert_eq!(
+        init["result"]["agentCapabilities"]["promptCapabilities"]["image"], true,
+        "a session can switch to a model that takes images: {init}"
+    );
+    let created = acp
+        .request(2, "session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let id = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let vision = created["result"]["configOptions"][0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["value"] == "vision-test")
+        .unwrap_or_else(|| panic!("{created}"))
+        .clone();
+    assert!(
+        vision["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("images")),
+        "the option says which models take images: {vision}"
+    );
+    let image_prompt = json!({"sessionId": id, "prompt": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image", "data": RED_PNG, "mimeType": "image/png"}
+    ]});
+    let refused = acp.request(3, "session/prompt", image_prompt.clone()).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("text-test"),
+        "names the model that takes no images: {refused}"
+    );
+    let switched = acp
+        .request(
+            4,
+            "session/set_config_option",
+            json!({"sessionId": id, "configId": "model", "value": "vision-test"}),
+        )
+        .await;
+    assert!(switched.get("error").is_none(), "{switched}");
+    let answer = acp.request(5, "session/prompt", image_prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    acp.stop().await;
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1);
+    assert_eq!(bodies[0]["model"], "vision-test");
+    assert!(bodies[0].to_string().contains("data:image/png;base64,"));
+}
