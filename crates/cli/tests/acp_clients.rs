@@ -147,3 +147,46 @@ async fn acpx_runs_a_prompt_against_dsh() {
     assert!(output.status.success(), "{stderr}\n{stdout}");
     assert!(stdout.contains("hello from dsh"), "{stdout}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acpx_keeps_a_session_across_its_processes() {
+    let Some(clients) = clients() else { return };
+    let (url, bodies) = model_server(vec![
+        sse(&[json!({"content": "first answer"})], "stop"),
+        sse(&[json!({"content": "second answer"})], "stop"),
+    ])
+    .await;
+    let work = workspace();
+    let cwd = work.path().canonicalize().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let step = |args: &'static [&'static str]| {
+        let mut all = vec!["--format", "json", "--approve-all", "--ttl", "1"];
+        all.extend_from_slice(args);
+        acpx(&clients, home.path(), &cwd, &url, &all)
+    };
+    for (args, wanted) in [
+        (&["sessions", "new"][..], None),
+        (&["prompt", "one"][..], Some("first answer")),
+        (&["prompt", "two"][..], Some("second answer")),
+        (&["sessions", "close"][..], None),
+    ] {
+        let output = run(step(args)).await;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{args:?}: {stderr}\n{stdout}");
+        if let Some(wanted) = wanted {
+            assert!(stdout.contains(wanted), "{args:?}: {stdout}");
+        }
+        if args[0] == "prompt" {
+            // The queue owner (and its `dsh acp`) idles out: the next prompt reopens the session.
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        }
+    }
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2);
+    assert!(
+        bodies[1].to_string().contains("first answer"),
+        "the second prompt continues the conversation: {}",
+        bodies[1]
+    );
+}
