@@ -721,9 +721,36 @@ impl Bridge {
         }
     }
 
-    /// The session's config options: a `model` select over the host's models (the current one
-    /// listed even when the catalog lacks it). `None` when the host offers no models.
+    /// The session's config options as the client is told them now (remembered, so a change
+    /// the session makes itself is sent later: see [`Bridge::refresh_options`]).
     fn config_options(&self, session: &Session) -> Option<Vec<SessionConfigOption>> {
+        let options = self.current_options(session);
+        lock(&session.offered).clone_from(&options);
+        options
+    }
+
+    /// After a prompt: when the options changed under the session (`/plan`, an approved
+    /// `exit_plan_mode`), a `config_option_update` with them as they are now.
+    fn refresh_options(&self, session: &Session) {
+        let Some(options) = self.current_options(session) else {
+            return;
+        };
+        {
+            let mut offered = lock(&session.offered);
+            if offered.as_ref() == Some(&options) {
+                return;
+            }
+            *offered = Some(options.clone());
+        }
+        session.send(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+            options,
+        )));
+    }
+
+    /// The session's config options: a `model` select over the host's models (the current one
+    /// listed even when the catalog lacks it), and `plan_mode` for clients that take booleans.
+    /// `None` when the host offers no models.
+    fn current_options(&self, session: &Session) -> Option<Vec<SessionConfigOption>> {
         let mut models = self.host.models();
         if models.is_empty() {
             return None;
@@ -904,6 +931,7 @@ impl Bridge {
                 .into_iter()
                 .filter(|block| matches!(block, ContentBlock::Image { .. }))
                 .collect();
+            let bridge = self.clone();
             self.tasks.spawn(async move {
                 let _watching = watching;
                 let outcome = registry
@@ -918,8 +946,9 @@ impl Bridge {
                 if let Some(text) = text {
                     session.send(crate::mapping::message_chunk(text));
                 }
-                // `/compact` changes the fill.
+                // `/compact` changes the fill; `/plan` the options.
                 session.push_usage();
+                bridge.refresh_options(&session);
                 *lock(&session.slot) = None;
                 let stop = if cancelled.is_cancelled() {
                     StopReason::Cancelled
@@ -947,6 +976,7 @@ impl Bridge {
                 return respond(Err(error));
             }
         };
+        let bridge = self.clone();
         self.tasks.spawn(async move {
             let _watching = watching;
             session.agent.when_idle().await;
@@ -965,6 +995,7 @@ impl Bridge {
                 Err(error) => Err(crate::error::internal_error(error.to_string())),
             };
             session.push_usage();
+            bridge.refresh_options(&session);
             *lock(&session.slot) = None;
             respond(outcome.map(PromptResponse::new));
         });

@@ -720,6 +720,31 @@ async fn plan_mode_is_a_boolean_config_option_that_moves_the_mode() {
         "the mode follows: {:#?}",
         acp.frames
     );
+    // A change the session makes itself (`/plan off`) reaches the option.
+    let toggled = acp
+        .request(6, "session/prompt", prompt(&id, "/plan off"))
+        .await;
+    assert_eq!(toggled["result"]["stopReason"], "end_turn", "{toggled}");
+    let at = answer_index(&acp.frames, 4);
+    let last_option = acp.frames[at..]
+        .iter()
+        .rev()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "config_option_update")
+        .filter_map(|f| {
+            f["params"]["update"]["configOptions"]
+                .as_array()?
+                .iter()
+                .find(|o| o["id"] == "plan_mode")
+                .cloned()
+        })
+        .next()
+        .unwrap_or_else(|| {
+            panic!(
+                "a config_option_update after /plan: {:#?}",
+                &acp.frames[at..]
+            )
+        });
+    assert_eq!(last_option["currentValue"], false, "{last_option}");
     acp.stop().await;
 }
 
