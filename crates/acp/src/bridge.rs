@@ -142,8 +142,11 @@ fn modes_wire(modes: &ModeState) -> SessionModeState {
 
 /// The id of the session's model select.
 const MODEL_OPTION: &str = "model";
-/// The id of the session's plan-mode switch (a boolean option where plan mode is composed).
-const PLAN_MODE_OPTION: &str = "plan_mode";
+/// The boolean option of a session's mode axis (plan mode: `+plan` → `plan_mode`), offered
+/// to clients that take boolean options.
+fn axis_option_id(axis: &dyn dsh_plugin::ModeAxis) -> String {
+    format!("{}_mode", axis.suffix().trim_start_matches('+'))
+}
 
 fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
     if cwd.is_absolute() {
@@ -776,17 +779,17 @@ impl Bridge {
         ];
         // Only a client that says it shows boolean options is offered one.
         let booleans = lock(&self.state).boolean_options;
-        if booleans && let Some(plan) = session.agent.scope().service::<dsh_plan_mode::PlanMode>() {
+        if booleans && let Some(axis) = session.agent.scope().service::<dyn dsh_plugin::ModeAxis>()
+        {
+            let id = axis_option_id(axis.as_ref());
+            let mut name = id.replace('_', " ");
+            if let Some(first) = name.get(..1) {
+                name = format!("{}{}", first.to_uppercase(), &name[1..]);
+            }
             offered.push(
-                SessionConfigOption::boolean(
-                    PLAN_MODE_OPTION,
-                    "Plan mode",
-                    plan.current(&session.agent),
-                )
-                .category(SessionConfigOptionCategory::Mode)
-                .description(
-                    "Read and plan only; the plan is reviewed before anything changes".to_owned(),
-                ),
+                SessionConfigOption::boolean(id, name, axis.is_on(&session.agent))
+                    .category(SessionConfigOptionCategory::Mode)
+                    .description(axis.variant_description(None)),
             );
         }
         Some(offered)
@@ -803,13 +806,14 @@ impl Bridge {
         let Some(option) = offered.iter().find(|o| o.id.0.as_ref() == id) else {
             return Err(invalid_params(format!("unknown config option: {id}")));
         };
-        if id == PLAN_MODE_OPTION {
+        let axis = session.agent.scope().service::<dyn dsh_plugin::ModeAxis>();
+        if let Some(axis) = axis.filter(|axis| axis_option_id(axis.as_ref()) == id) {
             let SessionConfigOptionValue::Boolean { value } = &request.value else {
                 return Err(invalid_params(format!(
                     "config option {id} takes a boolean value (\"type\": \"boolean\")"
                 )));
             };
-            self.set_plan_mode(&session, *value)?;
+            self.set_axis(&session, axis.as_ref(), *value)?;
             return Ok(SetSessionConfigOptionResponse::new(
                 self.config_options(&session).unwrap_or_default(),
             ));
@@ -847,15 +851,20 @@ impl Bridge {
         ))
     }
 
-    /// Turns plan mode on or off through the session's mode (the same path as
+    /// Turns the mode axis (plan mode) on or off through the session's mode (the same path as
     /// `session/set_mode`: the log records it and the client hears `current_mode_update`).
-    fn set_plan_mode(&self, session: &Session, on: bool) -> Result<(), RpcError> {
+    fn set_axis(
+        &self,
+        session: &Session,
+        axis: &(dyn dsh_plugin::ModeAxis + 'static),
+        on: bool,
+    ) -> Result<(), RpcError> {
         let current = lock(&session.modes)
             .as_ref()
             .map(|modes| modes.current.clone())
-            .ok_or_else(|| invalid_params(format!("unknown config option: {PLAN_MODE_OPTION}")))?;
-        let (preset, _) = dsh_plan_mode::modes::split_mode_id(&current);
-        let target = dsh_plan_mode::modes::mode_id(preset, on);
+            .ok_or_else(|| invalid_params("this session has no modes"))?;
+        let (preset, _) = axis.split_mode_id(&current);
+        let target = axis.mode_id(preset, on);
         if target == current {
             return Ok(());
         }
@@ -1048,11 +1057,15 @@ async fn drain_children(sessions: &[Arc<Session>]) {
     let Some(first) = sessions.first() else {
         return;
     };
-    let Some(subagents) = first.agent.scope().service::<dsh_subagent::Subagents>() else {
+    let Some(children) = first
+        .agent
+        .scope()
+        .service::<dyn dsh_plugin::DelegatedChildren>()
+    else {
         return;
     };
     let agents: Vec<dsh_agent::AgentHandle> = sessions.iter().map(|s| s.agent.clone()).collect();
-    if let Err(error) = subagents.drain_continuable_descendants(&agents).await {
+    if let Err(error) = children.drain(&agents).await {
         tracing::warn!("acp: continuable subagent teardown failed: {error}");
     }
 }

@@ -9,9 +9,12 @@
 //! and over ACP) decides a tool's ordinary asks, otherwise the answerer decides (none =
 //! `unavailable`). Remembered answers are logged, so load, resume and fork keep them; a
 //! sandbox escalation is always asked.
+//! Also presents the pair in every front-end's transcript (`present.rs`).
 //! Does not own: who answers (a front-end's [`ApprovalService`] is wrapped), what an outcome
 //! means to the model (the tool registry maps outcomes to texts).
 //! Must not depend on: front-ends.
+
+mod present;
 
 use std::sync::Arc;
 
@@ -274,6 +277,12 @@ impl dsh_plugin::Plugin for UserApprovalPlugin {
         _config: UserApprovalSettings,
     ) -> Result<(), dsh_plugin::PluginError> {
         let host = dsh_plugin::HostServices::of(ctx)?;
+        host.presenters
+            .register(ctx, present::ASKED, present::asked)
+            .map_err(dsh_plugin::PluginError::other)?;
+        host.presenters
+            .register(ctx, present::DECIDED, present::decided)
+            .map_err(dsh_plugin::PluginError::other)?;
         host.sessions.attach(ctx, "user-approval", |session| {
             let policy: Arc<dyn PolicySource> = Arc::new(ContextPolicy(session.context.clone()));
             session.scope.provide::<dyn PolicySource>(policy.clone())?;
