@@ -1,9 +1,9 @@
 //! The bridge as the agent's approval channel (§5.5): a pipeline `ask` becomes
-//! `session/request_permission`; "always" answers are remembered for the session.
+//! `session/request_permission`; "always" answers are remembered for the session in its log
+//! (`dsh_approval::remember_for_session`, as the TUI's "allow for this session"), so load,
+//! resume and fork keep them and the approval service decides later asks without the client.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::Mutex;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -18,8 +18,6 @@ use dsh_kernel::ScopeId;
 use dsh_tools::ApprovalOutcome;
 use dsh_tools::ApprovalRequest;
 use dsh_tools::ApprovalService;
-
-use dsh_sync::lock;
 
 pub(crate) const ALLOW_ONCE: &str = "allow-once";
 pub(crate) const ALLOW_ALWAYS: &str = "allow-always";
@@ -44,8 +42,6 @@ pub(crate) struct ClientApproval {
     owner: ScopeId,
     connection: ConnectionTo<Client>,
     calls: Arc<dyn ShownCalls>,
-    /// Tool name → remembered answer (`true` = always allow, `false` = always reject).
-    remembered: Arc<Mutex<HashMap<String, bool>>>,
 }
 
 impl ClientApproval {
@@ -60,7 +56,6 @@ impl ClientApproval {
             owner,
             connection,
             calls,
-            remembered: Arc::default(),
         }
     }
 }
@@ -98,19 +93,6 @@ impl ApprovalService for ClientApproval {
             return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
         }
         let escalation = crate::cards::escalation(request.reason.as_deref()).is_some();
-        let remembered = if escalation {
-            None
-        } else {
-            lock(&self.remembered).get(&request.tool_name).copied()
-        };
-        if let Some(allow) = remembered {
-            let outcome = if allow {
-                ApprovalOutcome::AllowedOnce
-            } else {
-                ApprovalOutcome::Rejected
-            };
-            return Box::pin(std::future::ready(outcome));
-        }
         let (tool_call, shown) = self.calls.permission_call(&request);
         if shown {
             self.calls
@@ -119,7 +101,7 @@ impl ApprovalService for ClientApproval {
         let ask =
             RequestPermissionRequest::new(self.session_id.clone(), tool_call, options(escalation));
         let sent = self.connection.send_request(ask);
-        let memory = self.remembered.clone();
+        let asker = request.agent.clone();
         let tool = request.tool_name;
         let signal = request.signal;
         let calls = self.calls.clone();
@@ -130,7 +112,7 @@ impl ApprovalService for ClientApproval {
                 // Dropping the pending request tells the client to stop asking.
                 () = signal.cancelled() => return ApprovalOutcome::Cancelled,
             };
-            let outcome = outcome_of(answer, &memory, tool, escalation);
+            let outcome = outcome_of(answer, asker.as_ref(), &tool, escalation);
             // An allowed call runs now; any other outcome is reported by the call's result.
             if shown && outcome == ApprovalOutcome::AllowedOnce {
                 calls.set_status(&call_id, ToolCallStatus::InProgress);
@@ -145,8 +127,8 @@ fn outcome_of(
         agent_client_protocol::v1::schema::RequestPermissionResponse,
         agent_client_protocol::Error,
     >,
-    memory: &Mutex<HashMap<String, bool>>,
-    tool: String,
+    asker: &dyn dsh_tools::AgentHandle,
+    tool: &str,
     escalation: bool,
 ) -> ApprovalOutcome {
     match answer {
@@ -156,11 +138,11 @@ fn outcome_of(
                 // Only what was offered counts: an escalation offers no "always".
                 _ if escalation => ApprovalOutcome::Rejected,
                 ALLOW_ALWAYS => {
-                    lock(memory).insert(tool, true);
+                    remember(asker, tool, true);
                     ApprovalOutcome::AllowedOnce
                 }
                 REJECT_ALWAYS => {
-                    lock(memory).insert(tool, false);
+                    remember(asker, tool, false);
                     ApprovalOutcome::Rejected
                 }
                 _ => ApprovalOutcome::Rejected,
@@ -173,5 +155,12 @@ fn outcome_of(
             tracing::warn!(%error, "session/request_permission failed; no approval channel");
             ApprovalOutcome::Unavailable
         }
+    }
+}
+
+/// A remembered answer that cannot be logged still decides this call; later asks ask again.
+fn remember(asker: &dyn dsh_tools::AgentHandle, tool: &str, allow: bool) {
+    if let Err(error) = dsh_approval::remember_for_agent(asker, tool, allow) {
+        tracing::warn!(%error, tool, "the session's remembered approval could not be logged");
     }
 }

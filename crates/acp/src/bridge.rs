@@ -13,13 +13,19 @@ use agent_client_protocol::Client;
 use agent_client_protocol::Error as RpcError;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::AgentAuthCapabilities;
 use agent_client_protocol::v1::schema::AgentCapabilities;
 use agent_client_protocol::v1::schema::AuthMethod;
 use agent_client_protocol::v1::schema::AuthMethodAgent;
 use agent_client_protocol::v1::schema::AuthenticateRequest;
 use agent_client_protocol::v1::schema::AuthenticateResponse;
 use agent_client_protocol::v1::schema::CancelNotification;
+use agent_client_protocol::v1::schema::CloseSessionRequest;
+use agent_client_protocol::v1::schema::CloseSessionResponse;
+use agent_client_protocol::v1::schema::ConfigOptionUpdate;
 use agent_client_protocol::v1::schema::CurrentModeUpdate;
+use agent_client_protocol::v1::schema::DeleteSessionRequest;
+use agent_client_protocol::v1::schema::DeleteSessionResponse;
 use agent_client_protocol::v1::schema::Implementation;
 use agent_client_protocol::v1::schema::InitializeRequest;
 use agent_client_protocol::v1::schema::InitializeResponse;
@@ -27,21 +33,29 @@ use agent_client_protocol::v1::schema::ListSessionsRequest;
 use agent_client_protocol::v1::schema::ListSessionsResponse;
 use agent_client_protocol::v1::schema::LoadSessionRequest;
 use agent_client_protocol::v1::schema::LoadSessionResponse;
+use agent_client_protocol::v1::schema::LogoutCapabilities;
+use agent_client_protocol::v1::schema::LogoutRequest;
+use agent_client_protocol::v1::schema::LogoutResponse;
 use agent_client_protocol::v1::schema::McpCapabilities;
 use agent_client_protocol::v1::schema::NewSessionRequest;
 use agent_client_protocol::v1::schema::NewSessionResponse;
 use agent_client_protocol::v1::schema::PromptCapabilities;
 use agent_client_protocol::v1::schema::PromptRequest;
 use agent_client_protocol::v1::schema::PromptResponse;
+use agent_client_protocol::v1::schema::ResumeSessionRequest;
+use agent_client_protocol::v1::schema::ResumeSessionResponse;
 use agent_client_protocol::v1::schema::SessionCapabilities;
+use agent_client_protocol::v1::schema::SessionCloseCapabilities;
 use agent_client_protocol::v1::schema::SessionConfigOption;
 use agent_client_protocol::v1::schema::SessionConfigOptionCategory;
 use agent_client_protocol::v1::schema::SessionConfigOptionValue;
 use agent_client_protocol::v1::schema::SessionConfigSelectOption;
+use agent_client_protocol::v1::schema::SessionDeleteCapabilities;
 use agent_client_protocol::v1::schema::SessionInfo;
 use agent_client_protocol::v1::schema::SessionListCapabilities;
 use agent_client_protocol::v1::schema::SessionMode;
 use agent_client_protocol::v1::schema::SessionModeState;
+use agent_client_protocol::v1::schema::SessionResumeCapabilities;
 use agent_client_protocol::v1::schema::SessionUpdate;
 use agent_client_protocol::v1::schema::SetSessionConfigOptionRequest;
 use agent_client_protocol::v1::schema::SetSessionConfigOptionResponse;
@@ -88,6 +102,9 @@ impl Default for BridgeConfig {
 #[derive(Default)]
 struct State {
     closed: bool,
+    /// `logout` was called and no `authenticate` since: sessions are neither opened nor
+    /// prompted on this connection.
+    logged_out: bool,
     terminal_output: bool,
     /// `clientCapabilities.elicitation.form` at `initialize`: questions go out as forms.
     elicitation_form: bool,
@@ -95,6 +112,8 @@ struct State {
     fs: crate::client_fs::FsCapabilities,
     /// `clientCapabilities.terminal`: the client runs terminals.
     terminal: bool,
+    /// `clientCapabilities.session.configOptions.boolean`: boolean options may be offered.
+    boolean_options: bool,
     /// Whether `initialize` advertised image prompts on this connection.
     images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
@@ -123,6 +142,11 @@ fn modes_wire(modes: &ModeState) -> SessionModeState {
 
 /// The id of the session's model select.
 const MODEL_OPTION: &str = "model";
+/// The boolean option of a session's mode axis (plan mode: `+plan` → `plan_mode`), offered
+/// to clients that take boolean options.
+fn axis_option_id(axis: &dyn dsh_plugin::ModeAxis) -> String {
+    format!("{}_mode", axis.suffix().trim_start_matches('+'))
+}
 
 fn check_cwd(cwd: &Path) -> Result<(), RpcError> {
     if cwd.is_absolute() {
@@ -180,6 +204,14 @@ impl Bridge {
         }
     }
 
+    /// After `logout`, nothing opens or runs a session until the client authenticates again.
+    fn ensure_authenticated(&self) -> Result<(), RpcError> {
+        if lock(&self.state).logged_out {
+            return Err(crate::error::auth_required(texts::LOGGED_OUT));
+        }
+        Ok(())
+    }
+
     fn session(&self, id: &str) -> Result<Arc<Session>, RpcError> {
         let state = lock(&self.state);
         if state.closed {
@@ -200,10 +232,13 @@ impl Bridge {
             .and_then(|meta| meta.get("terminal_output"))
             .and_then(serde_json::Value::as_bool)
             == Some(true);
-        let images = crate::images::advertised(
-            self.host.prompt_images().as_deref(),
-            self.host.image_input(None),
-        );
+        // Advertised when the configured model or one a session may switch to takes images;
+        // each prompt is still checked against its session's model (naming it when it does
+        // not, with the advice to switch).
+        let store = self.host.prompt_images();
+        let images = crate::images::advertised(store.as_deref(), self.host.image_input(None))
+            || (crate::images::stores_prompt_formats(store.as_deref())
+                && self.host.any_model_takes_images());
         let elicitation_form = request
             .client_capabilities
             .elicitation
@@ -215,6 +250,12 @@ impl Bridge {
             state.elicitation_form = elicitation_form;
             state.images_advertised = images;
             state.terminal = request.client_capabilities.terminal;
+            state.boolean_options = request
+                .client_capabilities
+                .session
+                .as_ref()
+                .and_then(|session| session.config_options.as_ref())
+                .is_some_and(|options| options.boolean.is_some());
             state.fs = crate::client_fs::FsCapabilities {
                 read: request.client_capabilities.fs.read_text_file,
                 write: request.client_capabilities.fs.write_text_file,
@@ -226,9 +267,16 @@ impl Bridge {
                 PromptCapabilities::new()
                     .image(images)
                     .audio(false)
-                    .embedded_context(false),
+                    .embedded_context(true),
             )
-            .session_capabilities(SessionCapabilities::new().list(SessionListCapabilities::new()))
+            .session_capabilities(
+                SessionCapabilities::new()
+                    .list(SessionListCapabilities::new())
+                    .resume(SessionResumeCapabilities::new())
+                    .close(SessionCloseCapabilities::new())
+                    .delete(SessionDeleteCapabilities::new()),
+            )
+            .auth(AgentAuthCapabilities::new().logout(LogoutCapabilities::new()))
             .mcp_capabilities({
                 let transports = self.host.mcp_transports();
                 McpCapabilities::new()
@@ -269,7 +317,17 @@ impl Bridge {
         self.host
             .check_credentials()
             .map_err(crate::error::Failure::into_rpc)?;
+        lock(&self.state).logged_out = false;
         Ok(AuthenticateResponse::new())
+    }
+
+    /// `logout`: dsh keeps no login of its own (the key comes from the environment the
+    /// editor starts it with), so logging out ends this connection's authentication: open
+    /// sessions stay, but nothing opens or prompts one until `authenticate` succeeds again.
+    pub(crate) fn logout(&self, _request: &LogoutRequest) -> Result<LogoutResponse, RpcError> {
+        self.ensure_open()?;
+        lock(&self.state).logged_out = true;
+        Ok(LogoutResponse::new())
     }
 
     pub(crate) async fn new_session(
@@ -278,6 +336,7 @@ impl Bridge {
         connection: ConnectionTo<Client>,
     ) -> Result<(NewSessionResponse, Arc<Session>), RpcError> {
         self.ensure_open()?;
+        self.ensure_authenticated()?;
         check_session_folder(&request.cwd)?;
         self.host
             .check_credentials()
@@ -350,6 +409,7 @@ impl Bridge {
         request: LoadSessionRequest,
         connection: ConnectionTo<Client>,
     ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
+        self.ensure_authenticated()?;
         check_session_folder(&request.cwd)?;
         if !request.additional_directories.is_empty() {
             return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
@@ -367,19 +427,97 @@ impl Bridge {
                 return Err(invalid_params(format!("session is already loaded: {id}")));
             }
         }
-        let result = self.load_inner(id.clone(), request.cwd, connection).await;
+        let result = self
+            .open_stored(id.clone(), request.cwd, connection, true)
+            .await;
         if result.is_err() {
             lock(&self.state).loading.remove(&id);
         }
-        result
+        let (modes, options, session) = result?;
+        Ok((
+            LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+            session,
+        ))
     }
 
-    async fn load_inner(
+    /// `session/resume`: the stored session is reattached without replaying its conversation
+    /// (the client still shows it); its commands and usage follow the answer. A session this
+    /// connection already has open is simply answered again.
+    pub(crate) async fn resume_session(
+        &self,
+        request: ResumeSessionRequest,
+        connection: ConnectionTo<Client>,
+    ) -> Result<(ResumeSessionResponse, Arc<Session>), RpcError> {
+        self.ensure_authenticated()?;
+        check_session_folder(&request.cwd)?;
+        if !request.additional_directories.is_empty() {
+            return Err(invalid_params(texts::ADDITIONAL_DIRECTORIES));
+        }
+        if !request.mcp_servers.is_empty() && !self.host.supports_mcp_servers() {
+            return Err(invalid_params(texts::MCP_SERVERS));
+        }
+        let id = request.session_id.0.to_string();
+        let open = {
+            let mut state = lock(&self.state);
+            if state.closed {
+                return Err(internal_error(texts::DISPOSED));
+            }
+            if let Some(session) = state.sessions.get(&id) {
+                Some(session.clone())
+            } else if state.loading.insert(id.clone()) {
+                None
+            } else {
+                return Err(invalid_params(format!("session is already loading: {id}")));
+            }
+        };
+        let (modes, options, session) = match open {
+            Some(session) => {
+                if session.cwd != request.cwd {
+                    return Err(invalid_params(format!(
+                        "session {id} belongs to cwd {}, not {}",
+                        session.cwd.to_string_lossy(),
+                        request.cwd.to_string_lossy()
+                    )));
+                }
+                let modes = lock(&session.modes).as_ref().map(modes_wire);
+                (modes, self.config_options(&session), session)
+            }
+            None => {
+                let result = self
+                    .open_stored(id.clone(), request.cwd, connection, false)
+                    .await;
+                if result.is_err() {
+                    lock(&self.state).loading.remove(&id);
+                }
+                result?
+            }
+        };
+        Ok((
+            ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+            session,
+        ))
+    }
+
+    /// Opens a stored session in this connection (`replay`: its conversation is rendered
+    /// first, as `session/load` does), answering what the load or resume answer carries.
+    async fn open_stored(
         &self,
         id: String,
         cwd: PathBuf,
         connection: ConnectionTo<Client>,
-    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
+        replay: bool,
+    ) -> Result<
+        (
+            Option<SessionModeState>,
+            Option<Vec<SessionConfigOption>>,
+            Arc<Session>,
+        ),
+        RpcError,
+    > {
         let parts = self
             .host
             .load(&id)
@@ -398,17 +536,74 @@ impl Bridge {
         let agent = parts.agent.clone();
         crate::questions::offer(&agent, connection.clone(), elicitation);
         let images = self.host.prompt_images();
-        let session = Session::attach(id, cwd, parts, connection, client, true, images)
+        let session = Session::attach(id, cwd, parts, connection, client, replay, images)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
         let options = self.config_options(&session);
         self.register(session.clone())?;
-        Ok((
-            LoadSessionResponse::new()
-                .modes(modes)
-                .config_options(options),
-            session,
-        ))
+        Ok((modes, options, session))
+    }
+
+    /// `session/close`: the session's prompt is cancelled (it answers `cancelled`), its agent
+    /// settles and is disposed, and the id is free to load again; the stored log stays.
+    /// Answered from a task: settling may wait on the client, whose answers this handler's
+    /// loop must keep reading.
+    pub(crate) fn close_session(
+        self: &Arc<Self>,
+        request: &CloseSessionRequest,
+        respond: impl FnOnce(Result<CloseSessionResponse, RpcError>) + Send + 'static,
+    ) {
+        let id = request.session_id.0.to_string();
+        let session = {
+            let mut state = lock(&self.state);
+            if state.closed {
+                return respond(Err(internal_error(texts::DISPOSED)));
+            }
+            match state.sessions.remove(&id) {
+                Some(session) => session,
+                None => return respond(Err(crate::error::session_not_found(&id))),
+            }
+        };
+        self.tasks.spawn(async move {
+            retire(&session).await;
+            respond(Ok(CloseSessionResponse::new()));
+        });
+    }
+
+    /// `session/delete`: a session open on this connection is closed first (its prompt
+    /// answers `cancelled`), then its stored log is removed; it no longer lists or loads.
+    pub(crate) fn delete_session(
+        self: &Arc<Self>,
+        request: &DeleteSessionRequest,
+        respond: impl FnOnce(Result<DeleteSessionResponse, RpcError>) + Send + 'static,
+    ) {
+        let id = request.session_id.0.to_string();
+        let open = {
+            let mut state = lock(&self.state);
+            if state.closed {
+                return respond(Err(internal_error(texts::DISPOSED)));
+            }
+            if state.loading.contains(&id) {
+                return respond(Err(invalid_params(format!(
+                    "session is loading: {id}; delete it once the load has answered"
+                ))));
+            }
+            state.sessions.remove(&id)
+        };
+        let bridge = self.clone();
+        self.tasks.spawn(async move {
+            if let Some(session) = open {
+                retire(&session).await;
+                // The log is released with the last handle of its agent.
+                drop(session);
+            }
+            let outcome = bridge
+                .remove_released(&id)
+                .await
+                .map(|()| DeleteSessionResponse::new())
+                .map_err(crate::error::Failure::into_rpc);
+            respond(outcome);
+        });
     }
 
     pub(crate) async fn list_sessions(
@@ -496,9 +691,69 @@ impl Bridge {
         Ok(SetSessionModeResponse::new())
     }
 
-    /// The session's config options: a `model` select over the host's models (the current one
-    /// listed even when the catalog lacks it). `None` when the host offers no models.
+    /// Removes a stored session, giving a just-retired agent's log writer a moment to let go
+    /// of it (its last write finishes on the writer's own thread).
+    async fn remove_released(&self, id: &str) -> Result<(), crate::error::Failure> {
+        const ATTEMPTS: u32 = 40;
+        let mut attempt = 0;
+        loop {
+            match self.host.remove(id) {
+                Err(crate::error::Failure::Busy(_)) if attempt < ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(crate::error::Failure::Busy(detail)) => {
+                    return Err(crate::error::Failure::invalid(detail));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// After a mode change answered: the commands (plan mode changes what runs) and the
+    /// options (the `plan_mode` switch) as they are now.
+    pub(crate) fn after_mode_change(&self, session_id: &str) {
+        let Ok(session) = self.session(session_id) else {
+            return;
+        };
+        session.push_commands();
+        if let Some(options) = self.config_options(&session) {
+            session.send(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+                options,
+            )));
+        }
+    }
+
+    /// The session's config options as the client is told them now (remembered, so a change
+    /// the session makes itself is sent later: see [`Bridge::refresh_options`]).
     fn config_options(&self, session: &Session) -> Option<Vec<SessionConfigOption>> {
+        let options = self.current_options(session);
+        lock(&session.offered).clone_from(&options);
+        options
+    }
+
+    /// After a prompt: when the options changed under the session (`/plan`, an approved
+    /// `exit_plan_mode`), a `config_option_update` with them as they are now.
+    fn refresh_options(&self, session: &Session) {
+        let Some(options) = self.current_options(session) else {
+            return;
+        };
+        {
+            let mut offered = lock(&session.offered);
+            if offered.as_ref() == Some(&options) {
+                return;
+            }
+            *offered = Some(options.clone());
+        }
+        session.send(SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(
+            options,
+        )));
+    }
+
+    /// The session's config options: a `model` select over the host's models (the current one
+    /// listed even when the catalog lacks it), and `plan_mode` for clients that take booleans.
+    /// `None` when the host offers no models.
+    fn current_options(&self, session: &Session) -> Option<Vec<SessionConfigOption>> {
         let mut models = self.host.models();
         if models.is_empty() {
             return None;
@@ -509,15 +764,35 @@ impl Bridge {
         }
         let options: Vec<SessionConfigSelectOption> = models
             .into_iter()
-            .map(|model| SessionConfigSelectOption::new(model.clone(), model))
+            .map(|model| {
+                let images = self.host.model_takes_images(&model);
+                SessionConfigSelectOption::new(model.clone(), model)
+                    .description(images.then(|| "accepts images".to_owned()))
+            })
             .collect();
-        Some(vec![
+        let mut offered = vec![
             SessionConfigOption::select(MODEL_OPTION, "Model", current, options)
                 .category(SessionConfigOptionCategory::Model)
                 .description(
                     "The model this session's requests use from the next one on".to_owned(),
                 ),
-        ])
+        ];
+        // Only a client that says it shows boolean options is offered one.
+        let booleans = lock(&self.state).boolean_options;
+        if booleans && let Some(axis) = session.agent.scope().service::<dyn dsh_plugin::ModeAxis>()
+        {
+            let id = axis_option_id(axis.as_ref());
+            let mut name = id.replace('_', " ");
+            if let Some(first) = name.get(..1) {
+                name = format!("{}{}", first.to_uppercase(), &name[1..]);
+            }
+            offered.push(
+                SessionConfigOption::boolean(id, name, axis.is_on(&session.agent))
+                    .category(SessionConfigOptionCategory::Mode)
+                    .description(axis.variant_description(None)),
+            );
+        }
+        Some(offered)
     }
 
     /// `session/set_config_option`: `model` switches the session's model from its next request.
@@ -531,6 +806,18 @@ impl Bridge {
         let Some(option) = offered.iter().find(|o| o.id.0.as_ref() == id) else {
             return Err(invalid_params(format!("unknown config option: {id}")));
         };
+        let axis = session.agent.scope().service::<dyn dsh_plugin::ModeAxis>();
+        if let Some(axis) = axis.filter(|axis| axis_option_id(axis.as_ref()) == id) {
+            let SessionConfigOptionValue::Boolean { value } = &request.value else {
+                return Err(invalid_params(format!(
+                    "config option {id} takes a boolean value (\"type\": \"boolean\")"
+                )));
+            };
+            self.set_axis(&session, axis.as_ref(), *value)?;
+            return Ok(SetSessionConfigOptionResponse::new(
+                self.config_options(&session).unwrap_or_default(),
+            ));
+        }
         let SessionConfigOptionValue::ValueId { value } = &request.value else {
             return Err(invalid_params(format!(
                 "config option {id} takes a value id"
@@ -564,13 +851,40 @@ impl Bridge {
         ))
     }
 
+    /// Turns the mode axis (plan mode) on or off through the session's mode (the same path as
+    /// `session/set_mode`: the log records it and the client hears `current_mode_update`).
+    fn set_axis(
+        &self,
+        session: &Session,
+        axis: &(dyn dsh_plugin::ModeAxis + 'static),
+        on: bool,
+    ) -> Result<(), RpcError> {
+        let current = lock(&session.modes)
+            .as_ref()
+            .map(|modes| modes.current.clone())
+            .ok_or_else(|| invalid_params("this session has no modes"))?;
+        let (preset, _) = axis.split_mode_id(&current);
+        let target = axis.mode_id(preset, on);
+        if target == current {
+            return Ok(());
+        }
+        self.set_mode(SetSessionModeRequest::new(session.id.clone(), target))
+            .map(|_| ())
+    }
+
     /// Admission runs here, synchronously (no await before the slot is reserved and the message
     /// queued); settlement is spawned and answers through `respond`.
+    /// `cancel_request` completes when the client withdraws this request (`$/cancel_request`):
+    /// the prompt is then cancelled as by `session/cancel`.
     pub(crate) fn prompt(
         self: &Arc<Self>,
         request: PromptRequest,
+        cancel_request: impl Future<Output = ()> + Send + 'static,
         respond: impl FnOnce(Result<PromptResponse, RpcError>) + Send + 'static,
     ) {
+        if let Err(error) = self.ensure_authenticated() {
+            return respond(Err(error));
+        }
         let session = match self.session(&request.session_id.0) {
             Ok(session) => session,
             Err(error) => return respond(Err(error)),
@@ -583,6 +897,23 @@ impl Bridge {
             }
             *slot = Some(PromptSlot {
                 cancelled: cancelled.clone(),
+            });
+        }
+        // Settled (or refused) prompts stop watching for `$/cancel_request`: the guard goes
+        // with whichever path answers.
+        let answered = CancellationToken::new();
+        let watching = answered.clone().drop_guard();
+        {
+            let session = session.clone();
+            let cancelled = cancelled.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = cancel_request => {
+                        cancelled.cancel();
+                        session.agent.cancel(AbortReason::User, false);
+                    }
+                    () = answered.cancelled() => {}
+                }
             });
         }
         // Output failures before this prompt belong to earlier work, not to this answer.
@@ -611,6 +942,7 @@ impl Bridge {
                 .collect();
             let bridge = self.clone();
             self.tasks.spawn(async move {
+                let _watching = watching;
                 let outcome = registry
                     .execute(&session.agent, &line, images, cancelled.clone())
                     .await;
@@ -637,8 +969,9 @@ impl Bridge {
                 if let Some(text) = text {
                     session.send(crate::mapping::message_chunk(text));
                 }
-                // `/compact` changes the fill.
+                // `/compact` changes the fill; `/plan` the options.
                 session.push_usage();
+                bridge.refresh_options(&session);
                 *lock(&session.slot) = None;
                 let stop = if cancelled.is_cancelled() {
                     StopReason::Cancelled
@@ -666,7 +999,9 @@ impl Bridge {
                 return respond(Err(error));
             }
         };
+        let bridge = self.clone();
         self.tasks.spawn(async move {
+            let _watching = watching;
             session.agent.when_idle().await;
             // Only the endings of the turns since the prompt decide its answer; a long turn is
             // read back a window at a time, never held whole.
@@ -683,6 +1018,7 @@ impl Bridge {
                 Err(error) => Err(crate::error::internal_error(error.to_string())),
             };
             session.push_usage();
+            bridge.refresh_options(&session);
             *lock(&session.slot) = None;
             respond(outcome.map(PromptResponse::new));
         });
@@ -791,6 +1127,18 @@ async fn drain_children(sessions: &[Arc<Session>]) {
     if let Err(error) = children.drain(&agents).await {
         tracing::warn!("acp: continuable subagent teardown failed: {error}");
     }
+}
+
+/// Ends one session's work and its agent: its prompt is cancelled, the agent settles, its
+/// continuable children are drained and it is disposed (freeing its log for a later load).
+async fn retire(session: &Arc<Session>) {
+    if let Some(slot) = lock(&session.slot).as_ref() {
+        slot.cancelled.cancel();
+    }
+    session.agent.cancel(AbortReason::User, false);
+    session.agent.when_idle().await;
+    drain_children(std::slice::from_ref(session)).await;
+    session.agent.dispose().await;
 }
 
 /// An agent the bridge could not wire up is disposed, never left running unowned.

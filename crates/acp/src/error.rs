@@ -31,6 +31,12 @@ pub(crate) enum Failure {
     /// the client offers the advertised authentication methods.
     #[error("{0}")]
     AuthRequired(String),
+    /// No stored session has this id: answered as ACP's session-not-found (-32002).
+    #[error("unknown session: {0}")]
+    NotFound(String),
+    /// The session is in use and cannot be removed now: answered as invalid params.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl Failure {
@@ -51,6 +57,8 @@ impl Failure {
             Self::Invalid(detail) => invalid_params(detail),
             Self::Internal(detail) => internal_error(detail),
             Self::AuthRequired(detail) => auth_required(detail),
+            Self::NotFound(session_id) => session_not_found(&session_id),
+            Self::Busy(detail) => invalid_params(detail),
         }
     }
 }
@@ -79,6 +87,16 @@ pub fn auth_required(detail: impl AsRef<str>) -> RpcError {
     )
 }
 
+/// ACP's "session not found" (-32002, `sessionId` in `data`): what `session/close` and
+/// `session/delete` answer for a session they do not know (clients treat it as done).
+pub fn session_not_found(session_id: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::RESOURCE_NOT_FOUND,
+        format!("Resource not found: {}", texts::unknown_session(session_id)),
+    )
+    .data(serde_json::json!({ "sessionId": session_id }))
+}
+
 /// Failure codes of a model turn that mean "no usable credentials here". A provider's own
 /// refusal (HTTP 401, `AUTH`) stays `turn failed`, as the reference answers it.
 pub(crate) const CREDENTIAL_CODES: [&str; 2] = ["MISSING_CREDENTIAL", "INVALID_CREDENTIAL"];
@@ -100,10 +118,13 @@ pub mod texts {
     pub const IMAGE_ROUTE_UNRESOLVED: &str =
         "inline image prompts need a model route, and the current one could not be resolved";
     pub const AUDIO: &str = "audio prompt content is not supported";
-    pub const RESOURCE: &str = "embedded resource prompt content is not supported";
+    pub const RESOURCE: &str =
+        "this kind of embedded resource is not supported; embed text or blob contents";
     pub const AGENT_DISPOSED: &str =
         "prompt was not queued: the agent was disposed outside the bridge";
     pub const CURSOR: &str = "session/list cursors are not supported";
+    pub const LOGGED_OUT: &str =
+        "this connection logged out; call authenticate to open or prompt sessions again";
 
     pub fn cwd_not_absolute(cwd: &str) -> String {
         format!("cwd must be an absolute path: {cwd}")
@@ -111,6 +132,18 @@ pub mod texts {
 
     pub fn cwd_not_a_folder(cwd: &str, problem: &str) -> String {
         format!("cwd is not an existing folder: {cwd} ({problem})")
+    }
+
+    pub fn resource_base64(uri: &str) -> String {
+        format!("embedded resource {uri}: blob must be base64")
+    }
+
+    /// dsh's wording: a binary blob that is neither text nor an accepted image.
+    pub fn binary_resource(uri: &str, mime_type: Option<&str>) -> String {
+        let kind = mime_type.unwrap_or("no mimeType");
+        format!(
+            "embedded resource {uri} ({kind}) is binary and the model takes only text and images; send its text, or a resource_link the agent can read"
+        )
     }
 
     pub fn unknown_session(id: &str) -> String {

@@ -150,6 +150,25 @@ impl AcpHost {
         Ok(sessions)
     }
 
+    /// Deletes a stored session that no agent has open; an unknown id is the client's error.
+    pub(crate) fn remove(&self, session_id: &str) -> Result<(), Failure> {
+        match self.sessions.remove(session_id) {
+            Ok(()) => Ok(()),
+            Err(dsh_host::HostError::Session(dsh_session::SessionError::NotFound { .. })) => {
+                Err(Failure::NotFound(session_id.to_owned()))
+            }
+            // Open in this process (not through this connection, or still settling).
+            Err(dsh_host::HostError::Session(dsh_session::SessionError::AlreadyExists {
+                ..
+            })) => Err(Failure::Busy(format!(
+                "session {session_id} is open elsewhere in this process; close it there first"
+            ))),
+            Err(error) => Err(Failure::internal(format!(
+                "cannot delete session {session_id}: {error:#}"
+            ))),
+        }
+    }
+
     /// Whether `create` accepts client-provided MCP servers: only with the `mcp` plugin
     /// mounted (otherwise a non-empty `mcpServers` is refused as not supported).
     pub(crate) fn supports_mcp_servers(&self) -> bool {
@@ -196,8 +215,8 @@ impl AcpHost {
             .map(|store| Arc::new(PromptImages(store)) as Arc<dyn PromptImageStore>)
     }
 
-    /// Whether a route declares image input: the agent's current route (its latest request
-    /// header), else the configured one (what `initialize` advertises).
+    /// Whether a route declares image input: the agent's next request's route (its provider
+    /// from its latest request header, the model it selected since), else the configured one.
     pub(crate) fn image_input(&self, agent: Option<&AgentHandle>) -> Result<ImageInput, Failure> {
         let header = agent
             .and_then(|agent| agent.log().request_header())
@@ -209,6 +228,8 @@ impl AcpHost {
             Some(config) => (config.provider, config.model),
             None => self.sessions.route(),
         };
+        // A model switched to since the last request is the one the prompt will reach.
+        let model = agent.map_or(model, dsh_host::model_choice::current);
         Ok(match self.sessions.accepts_images(&provider, &model) {
             None => ImageInput::Unresolved,
             Some(accepts_images) => ImageInput::Model {
@@ -228,6 +249,20 @@ impl AcpHost {
     /// The models a session may switch to (its `model` config option).
     pub(crate) fn models(&self) -> Vec<String> {
         self.sessions.models()
+    }
+
+    /// Whether `model`, on the configured provider, declares image input.
+    pub(crate) fn model_takes_images(&self, model: &str) -> bool {
+        let (provider, _) = self.sessions.route();
+        self.sessions.accepts_images(&provider, model) == Some(true)
+    }
+
+    /// Whether any model a session may switch to declares image input (with the configured
+    /// one, what `initialize` advertises: a session can switch within the connection).
+    pub(crate) fn any_model_takes_images(&self) -> bool {
+        self.models()
+            .iter()
+            .any(|model| self.model_takes_images(model))
     }
 
     /// `session/set_mode` with a combined id: the preset part switches the approval preset

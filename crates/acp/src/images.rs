@@ -77,20 +77,23 @@ pub(crate) fn decode(image: &ImageContent) -> Result<PromptImage, RpcError> {
     })
 }
 
+/// Whether a store is mounted that keeps one of the prompt formats.
+pub(crate) fn stores_prompt_formats(store: Option<&dyn PromptImageStore>) -> bool {
+    store.is_some_and(|store| {
+        store
+            .accepted_media_types()
+            .iter()
+            .any(|m| PROMPT_MEDIA_TYPES.contains(&m.as_str()))
+    })
+}
+
 /// Whether `initialize` may advertise image prompts: a store that accepts one of the prompt
 /// formats and a configured route that declares image input.
 pub(crate) fn advertised(
     store: Option<&dyn PromptImageStore>,
     route: Result<ImageInput, crate::error::Failure>,
 ) -> bool {
-    let Some(store) = store else {
-        return false;
-    };
-    let accepts_format = store
-        .accepted_media_types()
-        .iter()
-        .any(|m| PROMPT_MEDIA_TYPES.contains(&m.as_str()));
-    accepts_format
+    stores_prompt_formats(store)
         && matches!(
             route,
             Ok(ImageInput::Model {

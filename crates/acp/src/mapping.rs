@@ -12,6 +12,7 @@ use std::sync::Arc;
 use agent_client_protocol::v1::schema::ContentBlock as AcpBlock;
 use agent_client_protocol::v1::schema::ContentChunk;
 use agent_client_protocol::v1::schema::ImageContent;
+use agent_client_protocol::v1::schema::MessageId;
 use agent_client_protocol::v1::schema::Plan;
 use agent_client_protocol::v1::schema::PlanEntry;
 use agent_client_protocol::v1::schema::PlanEntryPriority;
@@ -142,10 +143,14 @@ impl Presenter {
     /// One item as `session/update`s. Items ACP has no update for render nothing.
     fn render(&mut self, item: TranscriptItem, replay: bool, out: &mut Vec<SessionUpdate>) {
         match item.item {
-            Item::AssistantText(delta) if !delta.text.is_empty() => {
-                out.push(message_chunk(delta.text))
-            }
-            Item::Thought(delta) if !delta.text.is_empty() => out.push(thought_chunk(delta.text)),
+            Item::AssistantText(delta) if !delta.text.is_empty() => out.push(message_chunk_of(
+                delta.text,
+                message_id("message", delta.turn, delta.step),
+            )),
+            Item::Thought(delta) if !delta.text.is_empty() => out.push(thought_chunk_of(
+                delta.text,
+                message_id("thought", delta.turn, delta.step),
+            )),
             Item::ToolCall(call) => out.push(self.call(call)),
             Item::ToolResult(result) => out.push(self.result(result)),
             Item::Retry(retry) => {
@@ -153,10 +158,13 @@ impl Presenter {
                     || retry.retry.to_string(),
                     |max| format!("{}/{max}", retry.retry),
                 );
-                out.push(thought_chunk(format!(
-                    "\n\n[Previous model attempt discarded; retrying {of} in {}ms: {}]\n\n",
-                    retry.delay_ms, retry.message
-                )));
+                out.push(thought_chunk_of(
+                    format!(
+                        "\n\n[Previous model attempt discarded; retrying {of} in {}ms: {}]\n\n",
+                        retry.delay_ms, retry.message
+                    ),
+                    format!("notice-{}", item.seq),
+                ));
             }
             Item::Plan(entries) => {
                 let entries = entries
@@ -250,16 +258,33 @@ impl Presenter {
     }
 }
 
+/// The `messageId` of a model message or of its reasoning: derived from the turn and step the
+/// log records, so a live session and its `session/load` replay name each message alike.
+fn message_id(kind: &str, turn: u64, step: u64) -> String {
+    format!("{kind}-{turn}-{step}")
+}
+
+/// An agent message chunk outside the model's own messages (a command's output): a message
+/// of its own.
 pub(crate) fn message_chunk(text: String) -> SessionUpdate {
-    SessionUpdate::AgentMessageChunk(ContentChunk::new(AcpBlock::Text(TextContent::new(text))))
+    message_chunk_of(text, format!("command-{}", uuid::Uuid::new_v4()))
 }
 
-pub(crate) fn thought_chunk(text: String) -> SessionUpdate {
-    SessionUpdate::AgentThoughtChunk(ContentChunk::new(AcpBlock::Text(TextContent::new(text))))
+fn message_chunk_of(text: String, id: String) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(
+        ContentChunk::new(AcpBlock::Text(TextContent::new(text))).message_id(MessageId::new(id)),
+    )
 }
 
-/// The text of an agent message or thought chunk as we build them (plain text, no meta).
-fn chunk_text(update: &SessionUpdate) -> Option<(bool, &str)> {
+fn thought_chunk_of(text: String, id: String) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(
+        ContentChunk::new(AcpBlock::Text(TextContent::new(text))).message_id(MessageId::new(id)),
+    )
+}
+
+/// The text of an agent message or thought chunk as we build them (plain text, no meta),
+/// with its kind and message id.
+fn chunk_text(update: &SessionUpdate) -> Option<(bool, Option<&str>, &str)> {
     let (thought, chunk) = match update {
         SessionUpdate::AgentMessageChunk(chunk) => (false, chunk),
         SessionUpdate::AgentThoughtChunk(chunk) => (true, chunk),
@@ -267,12 +292,10 @@ fn chunk_text(update: &SessionUpdate) -> Option<(bool, &str)> {
     };
     match &chunk.content {
         AcpBlock::Text(text)
-            if chunk.meta.is_none()
-                && chunk.message_id.is_none()
-                && text.meta.is_none()
-                && text.annotations.is_none() =>
+            if chunk.meta.is_none() && text.meta.is_none() && text.annotations.is_none() =>
         {
-            Some((thought, &text.text))
+            let id = chunk.message_id.as_ref().map(|id| &*id.0);
+            Some((thought, id, &text.text))
         }
         _ => None,
     }
@@ -283,12 +306,12 @@ pub(crate) fn is_text_chunk(update: &SessionUpdate) -> bool {
     chunk_text(update).is_some()
 }
 
-/// Appends `next`'s text to `held` when both are plain text chunks of the same kind.
+/// Appends `next`'s text to `held` when both are plain text chunks of the same message.
 pub(crate) fn extend_text_chunk(held: &mut SessionUpdate, next: &SessionUpdate) -> bool {
-    let Some((next_thought, next_text)) = chunk_text(next) else {
+    let Some((next_thought, next_id, next_text)) = chunk_text(next) else {
         return false;
     };
-    if chunk_text(held).map(|(thought, _)| thought) != Some(next_thought) {
+    if chunk_text(held).map(|(thought, id, _)| (thought, id)) != Some((next_thought, next_id)) {
         return false;
     }
     match held {

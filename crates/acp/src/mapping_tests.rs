@@ -101,13 +101,13 @@ fn chunks_become_message_and_thought_chunks() {
     assert_eq!(
         wire(p.map(&event(1, &text, None), false)),
         vec![
-            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hi"}})
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hi"}, "messageId": "message-1-1"})
         ]
     );
     assert_eq!(
         wire(p.map(&event(2, &thought, None), false)),
         vec![
-            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}})
+            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}, "messageId": "thought-1-1"})
         ]
     );
     assert!(p.map(&event(3, &start, None), false).is_empty());
@@ -131,7 +131,8 @@ fn a_retry_is_a_thought_not_message_text() {
         wire(presenter().map(&event(4, &retry, None), false)),
         vec![
             json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text",
-            "text": "\n\n[Previous model attempt discarded; retrying 1/2 in 1ms: empty completion]\n\n"}})
+            "text": "\n\n[Previous model attempt discarded; retrying 1/2 in 1ms: empty completion]\n\n"},
+            "messageId": "notice-4"})
         ]
     );
 }
@@ -474,16 +475,33 @@ fn every_update_kind_validates_against_the_acp_schema() {
 }
 
 #[test]
-fn replay_merges_text_chunks_of_one_kind_only() {
-    let mut held = message_chunk("hel".into());
+fn replay_merges_text_chunks_of_one_message_only() {
+    let id = || "message-1-1".to_owned();
+    let mut held = message_chunk_of("hel".into(), id());
     assert!(is_text_chunk(&held));
-    assert!(extend_text_chunk(&mut held, &message_chunk("lo".into())));
-    assert!(!extend_text_chunk(&mut held, &thought_chunk("why".into())));
+    assert!(extend_text_chunk(
+        &mut held,
+        &message_chunk_of("lo".into(), id())
+    ));
+    assert!(!extend_text_chunk(
+        &mut held,
+        &thought_chunk_of("why".into(), id())
+    ));
+    assert!(
+        !extend_text_chunk(
+            &mut held,
+            &message_chunk_of("next".into(), "message-1-2".into())
+        ),
+        "the next step's message keeps its own id"
+    );
     let SessionUpdate::AgentMessageChunk(chunk) = &held else {
         panic!("not a message chunk: {held:?}");
     };
     assert!(matches!(&chunk.content, AcpBlock::Text(text) if text.text == "hello"));
-    let mut thought = thought_chunk("a".into());
-    assert!(extend_text_chunk(&mut thought, &thought_chunk("b".into())));
+    let mut thought = thought_chunk_of("a".into(), "thought-1-1".into());
+    assert!(extend_text_chunk(
+        &mut thought,
+        &thought_chunk_of("b".into(), "thought-1-1".into())
+    ));
     assert!(!extend_text_chunk(&mut thought, &message_chunk("c".into())));
 }

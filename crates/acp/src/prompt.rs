@@ -3,7 +3,10 @@
 
 use agent_client_protocol::Error as RpcError;
 use agent_client_protocol::v1::schema::ContentBlock as AcpBlock;
+use agent_client_protocol::v1::schema::EmbeddedResourceResource;
+use agent_client_protocol::v1::schema::ImageContent;
 use agent_client_protocol::v1::schema::StopReason;
+use base64::Engine;
 use dsh_protocol::ContentBlock;
 use dsh_session::Event;
 use dsh_session::data::TurnEnd;
@@ -77,7 +80,10 @@ pub(crate) fn admit(
                 parts.push(Part::Image(images::decode(image)?));
             }
             AcpBlock::Audio(_) => return Err(invalid_params(texts::AUDIO)),
-            AcpBlock::Resource(_) => return Err(invalid_params(texts::RESOURCE)),
+            AcpBlock::Resource(embedded) => match resource_part(&embedded.resource, images)? {
+                Part::Text(text) => push_text(&mut parts, &text),
+                image @ Part::Image(_) => parts.push(image),
+            },
             _ => return Err(invalid_params("unsupported prompt content")),
         }
     }
@@ -117,6 +123,47 @@ pub(crate) fn admit(
         return Err(invalid_params(texts::EMPTY_PROMPT));
     }
     Ok(content)
+}
+
+/// An embedded resource (`embeddedContext`) as prompt text, named by its URI: text contents as
+/// they are, a blob as text when its bytes are UTF-8, as an image when it is one this
+/// connection takes; any other blob is refused, naming the resource, before anything is sent.
+fn resource_part(
+    resource: &EmbeddedResourceResource,
+    images: &ImageAdmission<'_>,
+) -> Result<Part, RpcError> {
+    let (uri, mime_type, text) = match resource {
+        EmbeddedResourceResource::TextResourceContents(contents) => (
+            &contents.uri,
+            contents.mime_type.as_deref(),
+            contents.text.clone(),
+        ),
+        EmbeddedResourceResource::BlobResourceContents(blob) => {
+            let mime_type = blob.mime_type.as_deref();
+            if images.advertised
+                && let Some(media_type) =
+                    mime_type.filter(|m| images::PROMPT_MEDIA_TYPES.contains(m))
+            {
+                let image = ImageContent::new(blob.blob.clone(), media_type);
+                return images::decode(&image).map(Part::Image);
+            }
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(&blob.blob)
+                .map_err(|_| invalid_params(texts::resource_base64(&blob.uri)))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| invalid_params(texts::binary_resource(&blob.uri, mime_type)))?;
+            (&blob.uri, mime_type, text)
+        }
+        _ => return Err(invalid_params(texts::RESOURCE)),
+    };
+    let uri = serde_json::Value::String(uri.clone());
+    let mime = mime_type
+        .map(|m| format!(" mimeType={}", serde_json::Value::String(m.to_owned())))
+        .unwrap_or_default();
+    Ok(Part::Text(format!(
+        "\n[resource uri={uri}{mime}]\n{}\n[/resource]\n",
+        text.trim_end_matches('\n')
+    )))
 }
 
 /// The command line a prompt is, when its flattened text names a slash command

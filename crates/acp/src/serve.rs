@@ -8,11 +8,15 @@ use agent_client_protocol::on_receive_notification;
 use agent_client_protocol::on_receive_request;
 use agent_client_protocol::v1::schema::AuthenticateRequest;
 use agent_client_protocol::v1::schema::CancelNotification;
+use agent_client_protocol::v1::schema::CloseSessionRequest;
+use agent_client_protocol::v1::schema::DeleteSessionRequest;
 use agent_client_protocol::v1::schema::InitializeRequest;
 use agent_client_protocol::v1::schema::ListSessionsRequest;
 use agent_client_protocol::v1::schema::LoadSessionRequest;
+use agent_client_protocol::v1::schema::LogoutRequest;
 use agent_client_protocol::v1::schema::NewSessionRequest;
 use agent_client_protocol::v1::schema::PromptRequest;
+use agent_client_protocol::v1::schema::ResumeSessionRequest;
 use agent_client_protocol::v1::schema::SetSessionConfigOptionRequest;
 use agent_client_protocol::v1::schema::SetSessionModeRequest;
 
@@ -20,7 +24,7 @@ use crate::bridge::Bridge;
 use crate::bridge::BridgeConfig;
 use crate::error::AcpError;
 
-/// Answers a `session/new` or `session/load`, then sends the session's commands: the
+/// Answers a `session/new`, `session/load` or `session/resume`, then sends the session's commands: the
 /// client knows the session id only once the response frame is out.
 fn respond_then_announce<
     T: agent_client_protocol::JsonRpcResponse,
@@ -145,6 +149,52 @@ async fn serve_until(
         .on_receive_request(
             {
                 let bridge = bridge.clone();
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    respond_then_announce(responder, bridge.resume_session(request, cx).await)
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: CloseSessionRequest, responder, _cx| {
+                    bridge.close_session(&request, move |outcome| {
+                        if let Err(error) = responder.respond_with_result(outcome) {
+                            tracing::debug!(%error, "session/close answer not delivered (connection closed)");
+                        }
+                    });
+                    Ok(())
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: DeleteSessionRequest, responder, _cx| {
+                    bridge.delete_session(&request, move |outcome| {
+                        if let Err(error) = responder.respond_with_result(outcome) {
+                            tracing::debug!(%error, "session/delete answer not delivered (connection closed)");
+                        }
+                    });
+                    Ok(())
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
+                async move |request: LogoutRequest, responder, _cx| {
+                    responder.respond_with_result(bridge.logout(&request))
+                }
+            },
+            on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let bridge = bridge.clone();
                 async move |request: ListSessionsRequest, responder, _cx| {
                     responder.respond_with_result(bridge.list_sessions(request).await)
                 }
@@ -155,7 +205,14 @@ async fn serve_until(
             {
                 let bridge = bridge.clone();
                 async move |request: SetSessionModeRequest, responder, _cx| {
-                    responder.respond_with_result(bridge.set_mode(request))
+                    let session_id = request.session_id.0.to_string();
+                    let answered = bridge.set_mode(request);
+                    let changed = answered.is_ok();
+                    responder.respond_with_result(answered)?;
+                    if changed {
+                        bridge.after_mode_change(&session_id);
+                    }
+                    Ok(())
                 }
             },
             on_receive_request!(),
@@ -173,7 +230,9 @@ async fn serve_until(
             {
                 let bridge = bridge.clone();
                 async move |request: PromptRequest, responder, _cx| {
-                    bridge.prompt(request, move |outcome| {
+                    let withdrawn = responder.cancellation();
+                    let cancel_request = async move { withdrawn.cancelled().await };
+                    bridge.prompt(request, cancel_request, move |outcome| {
                         if let Err(error) = responder.respond_with_result(outcome) {
                             tracing::debug!(%error, "prompt answer not delivered (connection closed)");
                         }

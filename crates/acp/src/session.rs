@@ -256,6 +256,8 @@ pub(crate) struct Session {
     delivery: Arc<Mutex<Delivery>>,
     /// The last `usage_update` sent as `(used, size)` (an unchanged fill is not re-sent).
     usage: Mutex<Option<(u64, u64)>>,
+    /// The config options the client was last told (an unchanged set is not re-sent).
+    pub(crate) offered: Mutex<Option<Vec<agent_client_protocol::v1::schema::SessionConfigOption>>>,
     _listener: Subscription,
     /// Follows mode changes the log records (see [`crate::ModeWatch`]).
     _mode_listener: Option<Subscription>,
@@ -436,6 +438,7 @@ impl Session {
                 claimed,
                 delivery,
                 usage: Mutex::new(None),
+                offered: Mutex::new(None),
                 _listener: listener,
                 _mode_listener: mode_listener,
                 _registrations: registrations,

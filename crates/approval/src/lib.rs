@@ -5,8 +5,12 @@
 //! (`approval/asked {id, toolName, callId?, reason?}`, then `approval/decided {id, outcome}`),
 //! and the decision order: an already-aborted signal is `cancelled`, policy `never` is
 //! refused by policy without asking anyone (audited as upstream's `rejected`; the outcome
-//! names the setting that made it `never`), otherwise the answerer decides (none =
-//! `unavailable`). Also presents the pair in every front-end's transcript (`present.rs`).
+//! names the setting that made it `never`), an answer remembered for the session
+//! (`approval/remembered {toolName, allow}`, what "allow for this session" leaves in the TUI
+//! and over ACP) decides a tool's ordinary asks, otherwise the answerer decides (none =
+//! `unavailable`). Remembered answers are logged, so load, resume and fork keep them; a
+//! sandbox escalation is always asked.
+//! Also presents the pair in every front-end's transcript (`present.rs`).
 //! Does not own: who answers (a front-end's [`ApprovalService`] is wrapped), what an outcome
 //! means to the model (the tool registry maps outcomes to texts).
 //! Must not depend on: front-ends.
@@ -92,6 +96,61 @@ pub fn effective_policy(log: &SessionLog, standing: Policy) -> Policy {
         })
 }
 
+/// The event a person's "for the rest of this session" answer leaves.
+pub const REMEMBERED: &str = "approval/remembered";
+
+/// Whether an approval reason asks for a wider sandbox (`escalate sandbox to <mode>: …`):
+/// decided per call, never by a remembered answer.
+pub fn is_escalation(reason: Option<&str>) -> bool {
+    reason.is_some_and(|reason| reason.starts_with("escalate sandbox to "))
+}
+
+/// Logs that `tool`'s ordinary asks are allowed (`allow`) or refused for the rest of the
+/// session.
+pub fn remember_for_session(
+    log: &SessionLog,
+    tool: &str,
+    allow: bool,
+) -> Result<(), dsh_session::SessionError> {
+    // Ignorable: a reader that does not know it (an older dsh) loads the log and asks again.
+    log.append_ignorable(
+        REMEMBERED,
+        serde_json::json!({"toolName": tool, "allow": allow}),
+    )
+    .map(|_| ())
+}
+
+/// [`remember_for_session`] in the log of the agent an approval request came from.
+pub fn remember_for_agent(
+    agent: &dyn dsh_tools::AgentHandle,
+    tool: &str,
+    allow: bool,
+) -> Result<(), String> {
+    let agent = AgentHandle::from_scope(agent.scope())
+        .ok_or_else(|| "the asking agent is gone".to_owned())?;
+    remember_for_session(agent.log(), tool, allow).map_err(|error| error.to_string())
+}
+
+/// The session's latest remembered answer for `tool`, unless the ask is a sandbox escalation.
+pub fn remembered_for_session(log: &SessionLog, tool: &str, reason: Option<&str>) -> Option<bool> {
+    if is_escalation(reason) {
+        return None;
+    }
+    let mut latest = None;
+    let visited = log.visit_since(0, |event| {
+        if event.kind == REMEMBERED
+            && event.data.get("toolName").and_then(Value::as_str) == Some(tool)
+        {
+            latest = event.data.get("allow").and_then(Value::as_bool);
+        }
+    });
+    if let Err(error) = visited {
+        tracing::warn!(%error, "cannot read remembered approvals");
+        return None;
+    }
+    latest
+}
+
 fn outcome_text(outcome: ApprovalOutcome) -> &'static str {
     match outcome {
         ApprovalOutcome::AllowedOnce => "allowed-once",
@@ -156,11 +215,21 @@ impl ApprovalService for UserApproval {
         }
         append(&log, "approval/asked", Value::Object(asked));
         let answerer = self.answerer.clone();
+        let remembered =
+            remembered_for_session(&log, &request.tool_name, request.reason.as_deref());
         Box::pin(async move {
+            let mut from_memory = false;
             let outcome = if request.signal.is_cancelled() {
                 ApprovalOutcome::Cancelled
             } else if policy == Policy::Never {
                 ApprovalOutcome::RefusedByPolicy(by)
+            } else if let Some(allow) = remembered {
+                from_memory = true;
+                if allow {
+                    ApprovalOutcome::AllowedOnce
+                } else {
+                    ApprovalOutcome::Rejected
+                }
             } else {
                 match answerer {
                     Some(answerer) => {
@@ -173,6 +242,9 @@ impl ApprovalService for UserApproval {
             let mut decided = Map::new();
             decided.insert("id".into(), id.into());
             decided.insert("outcome".into(), outcome_text(outcome).into());
+            if from_memory {
+                decided.insert("remembered".into(), true.into());
+            }
             append(&log, "approval/decided", Value::Object(decided));
             outcome
         })

@@ -50,6 +50,16 @@ struct Run {
 }
 
 async fn run(standing: Policy, outcome: ApprovalOutcome, logged: Option<&str>) -> Run {
+    run_after(standing, outcome, logged, &[]).await
+}
+
+/// As [`run`], with `remembered` answers (tool, allow) logged before the call.
+async fn run_after(
+    standing: Policy,
+    outcome: ApprovalOutcome,
+    logged: Option<&str>,
+    remembered: &[(&str, bool)],
+) -> Run {
     let root = Scope::root();
     let tools = ToolRegistry::install(&root, RegistryConfig::default()).unwrap();
     AgentHooks::install(&root).unwrap();
@@ -86,6 +96,9 @@ async fn run(standing: Policy, outcome: ApprovalOutcome, logged: Option<&str>) -
             None => json!({"policy": logged}),
         };
         log.append("approval/policy", data, None).unwrap();
+    }
+    for (tool, allow) in remembered {
+        remember_for_session(&log, tool, *allow).unwrap();
     }
     let agent = Agent::create(AgentConfig {
         id: "s-1".into(),
@@ -219,4 +232,60 @@ async fn a_delegated_agent_is_told_that_delegation_refused_it() {
         "Error: tool \"bash\" was refused by policy: it needs approval, and the approval policy is \"never\" (a delegated agent never asks for approval), so no one was asked"
     );
     assert_eq!(audit(&run.agent)[1].1["outcome"], "rejected");
+}
+
+#[tokio::test]
+async fn a_remembered_answer_decides_without_asking_and_the_latest_one_wins() {
+    let allowed = run_after(
+        Policy::Ask,
+        ApprovalOutcome::Rejected,
+        None,
+        &[("other", false), ("bash", true)],
+    )
+    .await;
+    assert_eq!(allowed.answerer.calls.load(Ordering::SeqCst), 0);
+    assert!(*allowed.ran.lock().unwrap());
+    let decided = &audit(&allowed.agent)
+        .into_iter()
+        .find(|(kind, _)| kind == "approval/decided")
+        .unwrap()
+        .1;
+    assert_eq!(decided["outcome"], "allowed-once");
+    assert_eq!(decided["remembered"], true);
+
+    let rejected = run_after(
+        Policy::Ask,
+        ApprovalOutcome::AllowedOnce,
+        None,
+        &[("bash", true), ("bash", false)],
+    )
+    .await;
+    assert_eq!(rejected.answerer.calls.load(Ordering::SeqCst), 0);
+    assert!(!*rejected.ran.lock().unwrap());
+
+    // Policy `never` still refuses a remembered grant.
+    let never = run_after(
+        Policy::Never,
+        ApprovalOutcome::AllowedOnce,
+        None,
+        &[("bash", true)],
+    )
+    .await;
+    assert!(!*never.ran.lock().unwrap());
+}
+
+#[test]
+fn a_sandbox_escalation_is_never_remembered() {
+    let log = SessionLog::in_memory(SessionHeader::new("s-1", Some("/work".into())));
+    remember_for_session(&log, "bash", true).unwrap();
+    assert_eq!(remembered_for_session(&log, "bash", None), Some(true));
+    assert_eq!(
+        remembered_for_session(
+            &log,
+            "bash",
+            Some("escalate sandbox to danger-full-access: x")
+        ),
+        None
+    );
+    assert_eq!(remembered_for_session(&log, "write", None), None);
 }

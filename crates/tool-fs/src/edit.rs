@@ -3,6 +3,7 @@
 
 use dsh_protocol::ContentBlock;
 use dsh_tools::FileDiff;
+use dsh_tools::FileLocation;
 use dsh_tools::ToolCallView;
 use dsh_tools::ToolResultView;
 use schemars::JsonSchema;
@@ -154,7 +155,7 @@ pub fn present_call(args: &EditArgs) -> ToolCallView {
     ToolCallView::Diff {
         title: format!("Edit {}", args.file_path),
         diffs: args_diff(args),
-        locations: None,
+        locations: Some(vec![FileLocation::path(args.file_path.clone())]),
     }
 }
 

@@ -214,6 +214,7 @@ fn cards() {
     let a = args("DEBUG", "RELEASE", None);
     assert_eq!(
         serde_json::to_value(present_call(&a)).unwrap(),
-        serde_json::json!({"card":"diff","title":"Edit f.txt","diffs":[{"path":"f.txt","oldText":"DEBUG","newText":"RELEASE"}]})
+        serde_json::json!({"card":"diff","title":"Edit f.txt","diffs":[{"path":"f.txt","oldText":"DEBUG","newText":"RELEASE"}],"locations":[{"path":"f.txt"}]}),
+        "an edit card carries its file as a location, like write and read, so editors follow it"
     );
 }

@@ -174,6 +174,7 @@ impl ApprovalService for TuiApproval {
             return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
         }
         let memory = self.granted.clone();
+        let asker = request.agent.clone();
         let tool = request.tool_name;
         let signal = request.signal;
         Box::pin(async move {
@@ -182,6 +183,11 @@ impl ApprovalService for TuiApproval {
                     Ok(Answer::Once) => ApprovalOutcome::AllowedOnce,
                     Ok(Answer::Session) if escalation => ApprovalOutcome::AllowedOnce,
                     Ok(Answer::Session) => {
+                        // Logged too, so a resumed or forked session keeps the grant (the
+                        // approval service reads it back, as it does for ACP's allow_always).
+                        if let Err(error) = dsh_approval::remember_for_agent(asker.as_ref(), &tool, true) {
+                            tracing::warn!(%error, %tool, "the session grant could not be logged");
+                        }
                         dsh_sync::lock(&memory).insert(tool);
                         ApprovalOutcome::AllowedOnce
                     }

@@ -57,7 +57,7 @@ async fn image_is_advertised_only_with_a_store_and_an_image_route() {
     let home = tempfile::tempdir().unwrap();
     assert_eq!(
         advertised(factory(home.path(), true, true)).await,
-        json!({"image": true, "audio": false, "embeddedContext": false})
+        json!({"image": true, "audio": false, "embeddedContext": true})
     );
     assert_eq!(
         advertised(factory(home.path(), false, true)).await["image"],

@@ -37,7 +37,7 @@ async fn handshake_answers_protocol_1_and_a_uuid_session() {
     );
     assert_eq!(
         init["result"]["agentCapabilities"]["promptCapabilities"],
-        json!({"image": false, "audio": false, "embeddedContext": false})
+        json!({"image": false, "audio": false, "embeddedContext": true})
     );
     assert_eq!(
         init["result"]["authMethods"],

@@ -108,7 +108,11 @@ impl Acp {
         model_url: &str,
         env: &[(&str, &str)],
     ) -> Self {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_dsh"));
+        // `DSH_TEST_ACP_BIN` runs the same probes against another build (an older binary, to
+        // see a probe fail before its fix).
+        let binary = std::env::var_os("DSH_TEST_ACP_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_dsh").into());
+        let mut command = tokio::process::Command::new(binary);
         for (name, _) in std::env::vars() {
             if name.starts_with("DEEPSEEK_") || name.starts_with("DSH_") {
                 command.env_remove(name);
@@ -146,8 +150,54 @@ impl Acp {
     }
 
     pub async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send_request(id, method, params).await;
+        self.response(id).await
+    }
+
+    /// Sends a request without waiting for its answer (see [`Acp::response`]).
+    pub async fn send_request(&mut self, id: u64, method: &str, params: Value) {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send(&line).await;
+    }
+
+    /// Sends a notification (`session/cancel`, `$/cancel_request`).
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        let line = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send(&line).await;
+    }
+
+    /// The next frame dsh sends, recorded in [`Acp::frames`] and left unanswered.
+    pub async fn next_frame(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
+            .await
+            .expect("dsh sends in time")
+            .unwrap()
+            .expect("dsh stdout open");
+        let frame: Value = serde_json::from_str(&line).unwrap();
+        self.frames.push(frame.clone());
+        frame
+    }
+
+    /// Reads frames, answering none of dsh's requests, until one matches `wanted`.
+    pub async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let frame = self.next_frame().await;
+            if wanted(&frame) {
+                return frame;
+            }
+        }
+    }
+
+    /// Waits for the answer to request `id`, answering dsh's own requests through
+    /// [`Acp::answer`] meanwhile.
+    pub async fn response(&mut self, id: u64) -> Value {
+        if let Some(answered) = self
+            .frames
+            .iter()
+            .find(|f| f["id"] == json!(id) && f.get("method").is_none())
+        {
+            return answered.clone();
+        }
         loop {
             let line = tokio::time::timeout(Duration::from_secs(20), self.stdout.next_line())
                 .await
