@@ -1,6 +1,6 @@
 //! `dsh-session`: the append-only session log.
 //!
-//! Owns: the event envelope and the durable event vocabulary (`Event`, typed [`data`] payloads),
+//! Owns: the event envelope and the core event vocabulary (`Event`, typed [`data`] payloads),
 //! the append rules (seq = log length, lossless data, surface rules), the model-visible surface
 //! and `derive_messages`, post-commit listeners, JSONL persistence under `$DSH_HOME/sessions`
 //! (a writer thread per log, batched writes, fsync at step/turn end, awaited barriers), crash
