@@ -336,4 +336,5 @@ impl dsh_plugin::Plugin for UserApprovalPlugin {
 
 impl dsh_plugin::HostPlugin for UserApprovalPlugin {
     const NAME: &'static str = "user-approval";
+    const EVENT_KINDS: &'static [&'static str] = &[present::ASKED, present::DECIDED];
 }

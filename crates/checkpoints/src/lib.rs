@@ -181,5 +181,10 @@ impl dsh_plugin::Plugin for CheckpointsPlugin {
 
 impl dsh_plugin::HostPlugin for CheckpointsPlugin {
     const NAME: &'static str = "checkpoints";
+    const EVENT_KINDS: &'static [&'static str] = &[
+        timeline::kind::CREATED,
+        timeline::kind::RESTORE_STARTED,
+        timeline::kind::RESTORED,
+    ];
     const ENABLED_BY_DEFAULT: bool = true;
 }

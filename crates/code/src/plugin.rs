@@ -109,4 +109,6 @@ impl Plugin for CodePlugin {
 
 impl HostPlugin for CodePlugin {
     const NAME: &'static str = "code";
+    const EVENT_KINDS: &'static [&'static str] =
+        &[crate::log::CODE_DISPATCH_START, crate::log::CODE_DISPATCH];
 }

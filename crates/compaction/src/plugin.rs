@@ -118,6 +118,11 @@ impl Plugin for CompactionPlugin {
 impl HostPlugin for CompactionPlugin {
     const NAME: &'static str = "compaction";
     const USES: &'static [&'static str] = &["token-meter", "tool-result-pruner"];
+    const EVENT_KINDS: &'static [&'static str] = &[
+        crate::vocabulary::COMPACTION_START,
+        crate::vocabulary::COMPACTION_SUMMARY,
+        crate::vocabulary::COMPACTION_END,
+    ];
 }
 
 fn threshold_chars() -> u64 {
@@ -175,4 +180,5 @@ impl Plugin for ToolResultPrunerPlugin {
 
 impl HostPlugin for ToolResultPrunerPlugin {
     const NAME: &'static str = "tool-result-pruner";
+    const EVENT_KINDS: &'static [&'static str] = &[crate::vocabulary::COMPACTION_PRUNE];
 }

@@ -120,6 +120,7 @@ impl dsh_plugin::Plugin for GoalPlugin {
 
 impl dsh_plugin::HostPlugin for GoalPlugin {
     const NAME: &'static str = "goal";
+    const EVENT_KINDS: &'static [&'static str] = &[present::KIND];
     // On like upstream's base bundle: `/goal` and the goal tools work out of the box.
     const ENABLED_BY_DEFAULT: bool = true;
 }

@@ -120,6 +120,7 @@ impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
 
 impl<D: DialectMarker> dsh_plugin::HostPlugin for HooksPlugin<D> {
     const NAME: &'static str = D::NAME;
+    const EVENT_KINDS: &'static [&'static str] = &["hook/invoked", "hook/result"];
 }
 
 /// The confinement of a hook run: the calling session's live sandbox mode over its workspace

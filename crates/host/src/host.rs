@@ -79,6 +79,19 @@ pub enum HostError {
     Kernel(#[from] KernelError),
     #[error("{0}")]
     Invalid(String),
+    /// A plugin of the table declares an event kind that cannot stand.
+    #[error(transparent)]
+    Vocabulary(#[from] crate::vocabulary::VocabularyError),
+    /// A stored log holds a kind no plugin of this build declares, not marked `ignorable`
+    /// (§1.10): resuming it would drop state this build cannot read.
+    #[error(
+        "session {session:?} cannot be resumed: event {seq} has type {kind:?}, which no plugin of this build declares and which is not marked ignorable (read it with `dsh sessions show`, or resume it with the dsh that wrote it)"
+    )]
+    UnknownEventType {
+        session: String,
+        seq: u64,
+        kind: String,
+    },
 }
 
 impl From<PluginError> for HostError {
@@ -198,6 +211,8 @@ pub(crate) struct Inner {
     model: Arc<RoutedAdapter>,
     custom_adapter: bool,
     table: Vec<PluginSpec>,
+    /// Every kind a log may hold in this build: checked on resume and on each append.
+    vocabulary: Arc<crate::vocabulary::EventVocabulary>,
     state: Mutex<State>,
     reload: tokio::sync::Mutex<()>,
     reports: broadcast::Sender<ReloadReport>,
@@ -225,6 +240,14 @@ impl Host {
     /// session; work a plugin starts in the background is awaited by [`Host::start`].
     /// Must be called inside a tokio runtime.
     pub fn build(options: HostOptions) -> Result<Self, HostError> {
+        // A custom table (tests, embedders) still reads the built-in plugins' kinds: a log
+        // does not stop being resumable because a plugin is left out of the table.
+        let vocabulary = Arc::new(match &options.plugins {
+            Some(table) => crate::vocabulary::EventVocabulary::of(
+                &[table.as_slice(), &crate::builtin_plugins()].concat(),
+            )?,
+            None => crate::vocabulary::EventVocabulary::of(&crate::builtin_plugins())?,
+        });
         let table = options.plugins.unwrap_or_else(crate::builtin_plugins);
         let checked = crate::validate::check(&options.config, &table)?;
         let Checked { core, plugins } = checked;
@@ -285,6 +308,7 @@ impl Host {
                 model,
                 custom_adapter,
                 table: table.clone(),
+                vocabulary,
                 state: Mutex::new(State {
                     config: options.config,
                     core: core.clone(),
@@ -722,6 +746,7 @@ impl SessionHost {
     /// Reopens a stored session (crash repair applied) with an idle agent on it.
     pub fn load(&self, id: &str) -> Result<AgentHandle, HostError> {
         let log = self.inner.store.resume(id)?;
+        self.check_resumable(&log)?;
         let cwd = match log.header().cwd.as_deref() {
             Some(cwd) => PathBuf::from(cwd),
             None => absolute(Path::new("."))?,
@@ -732,6 +757,7 @@ impl SessionHost {
     /// A new top-level session forked from the stored session `id` (after its last event).
     pub fn fork(&self, id: &str) -> Result<AgentHandle, HostError> {
         let log = self.inner.store.fork(id, None, None)?;
+        self.check_resumable(&log)?;
         let cwd = match log.header().cwd.as_deref() {
             Some(cwd) => PathBuf::from(cwd),
             None => absolute(Path::new("."))?,
@@ -774,6 +800,24 @@ impl SessionHost {
         self.attach(log, cwd, parent.scope(), request.fork, Some(permissions))
     }
 
+    /// Refuses a log holding a non-ignorable kind this build's plugins do not declare (§1.10).
+    fn check_resumable(&self, log: &SessionLog) -> Result<(), HostError> {
+        let events = log.events()?;
+        match self.inner.vocabulary.first_unknown(&events) {
+            None => Ok(()),
+            Some(event) => Err(HostError::UnknownEventType {
+                session: log.id().to_owned(),
+                seq: event.seq,
+                kind: event.kind.to_string(),
+            }),
+        }
+    }
+
+    /// The event kinds a log may hold in this build.
+    pub fn vocabulary(&self) -> &crate::vocabulary::EventVocabulary {
+        &self.inner.vocabulary
+    }
+
     pub(crate) fn default_permissions(&self) -> Permissions {
         self.inner.root.service::<DefaultPermissions>().map_or_else(
             || Permissions::for_mode(dsh_plugin::SandboxMode::WorkspaceWrite),
@@ -789,6 +833,7 @@ impl SessionHost {
         resumed: bool,
         permissions: Option<Permissions>,
     ) -> Result<AgentHandle, HostError> {
+        log.check_kinds(self.inner.vocabulary.as_check());
         let (provider, model, max_parallel, max_calls, attempt_timeout) = {
             let state = lock(&self.inner.state);
             (

@@ -24,6 +24,7 @@ pub mod stored;
 mod table;
 pub mod trust;
 mod validate;
+mod vocabulary;
 pub mod watch;
 
 pub use config::Config;
@@ -50,6 +51,8 @@ pub use stored::last_activity;
 pub use table::builtin_plugins;
 pub use validate::CoreSettings;
 pub use validate::check;
+pub use vocabulary::EventVocabulary;
+pub use vocabulary::VocabularyError;
 
 pub use dsh_plugin::PRESETS;
 pub use dsh_plugin::Preset;

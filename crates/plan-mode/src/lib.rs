@@ -77,6 +77,7 @@ impl dsh_plugin::Plugin for PlanModePlugin {
 
 impl dsh_plugin::HostPlugin for PlanModePlugin {
     const NAME: &'static str = "plan-mode";
+    const EVENT_KINDS: &'static [&'static str] = &["plan/mode"];
     // On like upstream's base bundle: `/plan`, the ACP `+plan` modes and `exit_plan_mode`.
     const ENABLED_BY_DEFAULT: bool = true;
 }

@@ -37,6 +37,7 @@ pub use sessions::AttachedSession;
 pub use sessions::Sessions;
 pub use sessions::SetPermissionsError;
 pub use spec::HostPlugin;
+pub use spec::PERMISSION_EVENT_KINDS;
 pub use spec::PluginSpec;
 pub use spec::invalid_config;
 pub use startup::Startup;

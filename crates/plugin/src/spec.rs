@@ -24,7 +24,18 @@ pub trait HostPlugin: Plugin<Config: Serialize + Default> + Default {
     /// Keys outside `[plugins.<NAME>]` folded into this plugin's config, as
     /// `(field, dotted path)`: e.g. `("servers", "mcp.servers")`.
     const ALSO: &'static [(&'static str, &'static str)] = &[];
+    /// The event kinds this plugin owns: every type it appends to a session log beyond the core
+    /// vocabulary (`dsh_session::kind`). Declare them next to the presenter, in the plugin's
+    /// own crate. The host refuses a table where a declared kind is malformed or a core one,
+    /// refuses to resume a log holding a non-ignorable kind nobody declares (mounted or not),
+    /// and in debug builds asserts that every appended kind is declared.
+    const EVENT_KINDS: &'static [&'static str] = &[];
 }
+
+/// The event kinds the plugin framework itself appends for every session (the permission
+/// state, `SessionContext::set_permissions`).
+pub const PERMISSION_EVENT_KINDS: &[&str] =
+    &["permission/preset", "sandbox/mode", "approval/policy"];
 
 /// One line of the host's plugin table.
 #[derive(Clone, Copy)]
@@ -33,6 +44,7 @@ pub struct PluginSpec {
     pub enabled_by_default: bool,
     pub uses: &'static [&'static str],
     pub also: &'static [(&'static str, &'static str)],
+    pub event_kinds: &'static [&'static str],
     make: fn() -> Arc<dyn AnyPlugin>,
     defaults: fn() -> Result<Value, serde_json::Error>,
 }
@@ -43,6 +55,7 @@ impl std::fmt::Debug for PluginSpec {
             .field("name", &self.name)
             .field("enabled_by_default", &self.enabled_by_default)
             .field("uses", &self.uses)
+            .field("event_kinds", &self.event_kinds)
             .finish_non_exhaustive()
     }
 }
@@ -55,6 +68,7 @@ impl PluginSpec {
             enabled_by_default: P::ENABLED_BY_DEFAULT,
             uses: P::USES,
             also: P::ALSO,
+            event_kinds: P::EVENT_KINDS,
             make: || Arc::new(P::default()),
             defaults: || serde_json::to_value(P::Config::default()),
         }

@@ -255,6 +255,8 @@ impl Plugin for PresetsPlugin {
 
 impl HostPlugin for PresetsPlugin {
     const NAME: &'static str = "agent-presets";
+    const EVENT_KINDS: &'static [&'static str] =
+        &[<crate::PresetSelected as dsh_plugin::DurableEvent>::KIND];
 }
 
 fn preset_spec(presets: Arc<AgentPresets>) -> CommandSpec {

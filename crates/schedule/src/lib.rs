@@ -475,6 +475,7 @@ impl Plugin for SchedulePlugin {
 
 impl dsh_plugin::HostPlugin for SchedulePlugin {
     const NAME: &'static str = "schedule";
+    const EVENT_KINDS: &'static [&'static str] = &["schedule/change"];
     const ENABLED_BY_DEFAULT: bool = false;
 }
 

@@ -55,13 +55,6 @@ pub enum SessionError {
         version: String,
         hint: &'static str,
     },
-    /// A stored event type this build does not know and that is not marked `ignorable`.
-    #[error("session log {} line {line}: unknown event type {kind:?} (not ignorable)", path.display())]
-    UnknownEventType {
-        path: PathBuf,
-        line: usize,
-        kind: String,
-    },
     /// `SESSION_NOT_FOUND`
     #[error("session {id:?} not found")]
     NotFound { id: String },
@@ -98,7 +91,6 @@ impl SessionError {
             | Self::Corrupt { .. }
             | Self::ReadBack { .. }
             | Self::UnsupportedVersion { .. }
-            | Self::UnknownEventType { .. }
             | Self::InvalidInput { .. }
             | Self::SeedGap { .. } => None,
         }

@@ -13,7 +13,9 @@ use dsh_protocol::Message;
 use crate::data::EventData;
 use crate::payload::Payload;
 
-/// Event type names of the core vocabulary and of the plugin events a core port meets.
+/// Event type names of the core vocabulary: the events the session, the loop and the
+/// transcript fold write and read themselves (§1.4). A plugin's own kinds are not here: each
+/// plugin declares them in its own crate (`HostPlugin::EVENT_KINDS`, next to its presenter).
 pub mod kind {
     pub const TURN_START: &str = "turn/start";
     pub const TURN_END: &str = "turn/end";
@@ -24,7 +26,6 @@ pub mod kind {
     pub const ASSISTANT_MESSAGE: &str = "assistant/message";
     pub const TOOL_CALL: &str = "tool/call";
     pub const TOOL_RESULT: &str = "tool/result";
-    pub const TODO_WRITE: &str = "todo/write";
     pub const REQUEST_HEADER: &str = "request/header";
     pub const REQUEST_CONTEXT: &str = "request/context";
     pub const END_SEED: &str = "session/end-seed";
@@ -41,9 +42,9 @@ pub const SURFACE_KINDS: [&str; 3] = [
     kind::TOOL_RESULT,
 ];
 
-/// Every event type a stored log may contain without `ignorable: true` (§1.4, §1.10). The
-/// most frequent types of a loop's log come first: interning a loaded event's type scans this.
-static KNOWN_KINDS: [&str; 48] = [
+/// The core vocabulary, every name of [`kind`]. The most frequent types of a loop's log come
+/// first: interning a loaded event's type scans this.
+pub static CORE_KINDS: [&str; 16] = [
     kind::ASSISTANT_CHUNK,
     kind::TOOL_CALL,
     kind::TOOL_RESULT,
@@ -55,62 +56,31 @@ static KNOWN_KINDS: [&str; 48] = [
     kind::TURN_START,
     kind::TURN_END,
     kind::REQUEST_HEADER,
-    kind::TODO_WRITE,
     kind::END_SEED,
     kind::INBOX_SPLICED,
     kind::LLM_RETRY,
     kind::LLM_RETRY_STARTED,
     kind::SESSION_TITLE,
-    "session/title-llm-request",
-    "compaction/start",
-    "compaction/summary",
-    "compaction/end",
-    "compaction/prune",
-    "approval/asked",
-    "approval/decided",
-    "approval/policy",
-    "permission/preset",
-    "sandbox/mode",
-    "plan/mode",
-    "hook/invoked",
-    "hook/result",
-    "subagent/descriptor",
-    "tool/code-dispatch-start",
-    "tool/code-dispatch",
-    "goal/change",
-    "tool-workflow/run-start",
-    "tool-workflow/agent-start",
-    "tool-workflow/agent-end",
-    "tool-workflow/run-end",
-    "feedback/record",
-    "schedule/change",
-    "agent-preset/selected",
-    "model/selected",
-    "command/run",
-    "command/done",
-    "web/deepseek-search-llm-request",
-    "checkpoint/created",
-    "checkpoint/restore-started",
-    "checkpoint/restored",
 ];
 
-/// `true` for a type a stored log may hold without `ignorable: true`.
-pub fn is_known_kind(kind: &str) -> bool {
-    kind.starts_with("team/") || KNOWN_KINDS.contains(&kind)
+/// `true` for a type of the core vocabulary. Whether any other type is known depends on the
+/// plugins that declare it (the host's event vocabulary); a reader keeps it as it is either way.
+pub fn is_core_kind(kind: &str) -> bool {
+    CORE_KINDS.contains(&kind)
 }
 
 /// An event's type name (`"turn/start"`), interned: one pointer, and every event of a type
 /// shares one copy of its name. Reads as a `&str` (`Deref`, [`Kind::as_str`]) and compares with
-/// strings. The names of the core and plugin vocabulary are static; any other name (an
-/// ignorable type of a stored log, a new plugin's type) is interned once for the life of the
-/// process, so the set grows only with the number of distinct names met.
+/// strings. The names of the core vocabulary are static; any other name (a plugin's type, an
+/// ignorable or unknown type of a stored log) is interned once for the life of the process, so
+/// the set grows only with the number of distinct names met.
 #[derive(Clone, Copy)]
 pub struct Kind(&'static &'static str);
 
 impl Kind {
     /// The interned kind named `name`.
     pub fn new(name: &str) -> Self {
-        if let Some(known) = KNOWN_KINDS.iter().find(|known| **known == name) {
+        if let Some(known) = CORE_KINDS.iter().find(|known| **known == name) {
             return Self(known);
         }
         Self(intern(name))
@@ -122,7 +92,7 @@ impl Kind {
     }
 }
 
-/// The names outside [`KNOWN_KINDS`], each allocated once and kept for the process's life.
+/// The names outside [`CORE_KINDS`], each allocated once and kept for the process's life.
 fn intern(name: &str) -> &'static &'static str {
     use std::collections::HashMap;
     use std::sync::Mutex;

@@ -103,9 +103,7 @@ pub fn check_invariants(events: &[Arc<Event>]) -> Vec<String> {
                     _ => fail(format!("no tool/call {id:?} in this step")),
                 }
             }
-            kind::REQUEST_HEADER | kind::REQUEST_CONTEXT | kind::TODO_WRITE
-                if open_turn.is_none() =>
-            {
+            kind::REQUEST_HEADER | kind::REQUEST_CONTEXT | "todo/write" if open_turn.is_none() => {
                 fail("must be inside an open turn".into());
             }
             _ => {}

@@ -19,7 +19,6 @@ use serde_json::value::RawValue;
 use crate::error::SessionError;
 use crate::event::Event;
 use crate::event::SurfaceOp;
-use crate::event::is_known_kind;
 use crate::event::kind;
 use crate::header::SessionHeader;
 use crate::line_index::LineIndex;
@@ -174,20 +173,13 @@ fn parse_sequential(
         if line.is_empty() {
             continue;
         }
-        match parse_row(buf, line, &mut events, &mut Some(0), starts.as_mut(), true) {
+        match parse_row(buf, line, &mut events, &mut Some(0), starts.as_mut()) {
             Ok(()) => {}
             Err(RowError::Bad(reason)) => {
                 return Ok((
                     (events, starts.unwrap_or_default()),
                     Some((line_start, format!("line {line_no}: {reason}"))),
                 ));
-            }
-            Err(RowError::Unknown(kind)) => {
-                return Err(SessionError::UnknownEventType {
-                    path: path.to_owned(),
-                    line: line_no,
-                    kind,
-                });
             }
             Err(RowError::Lossy) => {
                 return Err(SessionError::Corrupt {
@@ -232,7 +224,7 @@ fn parse_parallel(buf: &Arc<String>, body: &str, want_starts: bool) -> Option<Ro
                     let mut starts = want_starts.then(|| LineIndex::with_capacity(lines_in(slice)));
                     let mut base = None;
                     for line in slice.split_terminator('\n').filter(|l| !l.is_empty()) {
-                        parse_row(buf, line, &mut events, &mut base, starts.as_mut(), true).ok()?;
+                        parse_row(buf, line, &mut events, &mut base, starts.as_mut()).ok()?;
                     }
                     Some((base.unwrap_or(0), events, starts))
                 })
@@ -296,10 +288,9 @@ pub(crate) fn parse_read_back(
     let mut events = Vec::with_capacity(usize::try_from(to - from).unwrap_or(0));
     let mut base = None;
     for line in buf.split_terminator('\n').filter(|l| !l.is_empty()) {
-        parse_row(&buf, line, &mut events, &mut base, None, false).map_err(|e| {
+        parse_row(&buf, line, &mut events, &mut base, None).map_err(|e| {
             unreadable(match e {
                 RowError::Bad(reason) => reason,
-                RowError::Unknown(kind) => format!("unknown event type {kind:?}"),
                 RowError::Lossy => "event data is not lossless JSON".into(),
             })
         })?;
@@ -326,7 +317,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 enum RowError {
     /// Unparsable or out-of-sequence: handled by the torn-tail/corruption rule.
     Bad(String),
-    Unknown(String),
     Lossy,
 }
 
@@ -356,19 +346,19 @@ struct RawRow<'a> {
 
 /// Parses one stored row (a line of `buf`) onto `events`. `base` is the seq of `events[0]`;
 /// `None` lets the first row define it (a slice parsed on its own thread). With `starts`, the
-/// line's offset in `buf` is pushed there once per event the row holds. `known_kinds` refuses a
-/// type outside the vocabulary that is not marked ignorable (a load does; reading back what
-/// this process wrote does not).
+/// line's offset in `buf` is pushed there once per event the row holds. A type this crate does
+/// not know is kept as it is (an opaque event): the kinds beyond the core vocabulary belong to
+/// plugins, and whether a stored log may be resumed with them is the host's check
+/// (`EventVocabulary`), so reading a log never depends on which plugins are built.
 fn parse_row(
     buf: &Arc<String>,
     line: &str,
     events: &mut Vec<Arc<Event>>,
     base: &mut Option<u64>,
     starts: Option<&mut LineIndex>,
-    known_kinds: bool,
 ) -> Result<(), RowError> {
     let before = events.len();
-    parse_row_events(buf, line, events, base, known_kinds)?;
+    parse_row_events(buf, line, events, base)?;
     if let Some(starts) = starts {
         let at = (line.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize) as u64;
         for _ in before..events.len() {
@@ -383,7 +373,6 @@ fn parse_row_events(
     line: &str,
     events: &mut Vec<Arc<Event>>,
     base: &mut Option<u64>,
-    known_kinds: bool,
 ) -> Result<(), RowError> {
     let row: RawRow = serde_json::from_str(line).map_err(|e| RowError::Bad(e.to_string()))?;
     let Some(raw) = row.data else {
@@ -408,9 +397,6 @@ fn parse_row_events(
         return Err(RowError::Bad(format!(
             "seq {seq} where {expected} was expected"
         )));
-    }
-    if known_kinds && !row.ignorable && !is_known_kind(&row.kind) {
-        return Err(RowError::Unknown(row.kind.into_owned()));
     }
     let text = raw.get();
     match check_text(text) {

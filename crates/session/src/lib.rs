@@ -1,6 +1,6 @@
 //! `dsh-session`: the append-only session log.
 //!
-//! Owns: the event envelope and the durable event vocabulary (`Event`, typed [`data`] payloads),
+//! Owns: the event envelope and the core event vocabulary (`Event`, typed [`data`] payloads),
 //! the append rules (seq = log length, lossless data, surface rules), the model-visible surface
 //! and `derive_messages`, post-commit listeners, JSONL persistence under `$DSH_HOME/sessions`
 //! (a writer thread per log, batched writes, fsync at step/turn end, awaited barriers), crash
@@ -42,12 +42,13 @@ mod writer;
 pub use backend::MemoryStore;
 pub use backend::SessionStore;
 pub use error::SessionError;
+pub use event::CORE_KINDS;
 pub use event::Event;
 pub use event::Kind;
 pub use event::SURFACE_KINDS;
 pub use event::SurfaceIntent;
 pub use event::SurfaceOp;
-pub use event::is_known_kind;
+pub use event::is_core_kind;
 pub use event::is_surface_kind;
 pub use event::kind;
 pub use header::SESSION_FORMAT_VERSION;
@@ -56,6 +57,7 @@ pub use invariants::check_invariants;
 pub use jsonl::LoadedSession;
 pub use jsonl::read_log_file;
 pub use log::Clock;
+pub use log::KindCheck;
 pub use log::LogFold;
 pub use log::SessionLog;
 pub use log::Subscription;

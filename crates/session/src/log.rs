@@ -47,6 +47,10 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 type Listener = Arc<dyn Fn(&Arc<Event>) + Send + Sync>;
 
+/// Whether an event kind outside the core vocabulary is declared by some plugin (the host's
+/// event vocabulary), set on a log with [`SessionLog::check_kinds`].
+pub type KindCheck = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Capacity of the `subscribe()` channel; a receiver further behind sees `Lagged`.
 const BROADCAST_CAPACITY: usize = 4096;
 
@@ -201,6 +205,8 @@ struct Inner {
     listeners: Mutex<Vec<(u64, Listener)>>,
     next_listener: Mutex<u64>,
     tx: broadcast::Sender<Arc<Event>>,
+    /// The declared kinds, once the host has attached the log; `None` checks nothing.
+    kinds: std::sync::OnceLock<KindCheck>,
     _live: Option<LiveGuard>,
 }
 
@@ -324,6 +330,7 @@ impl SessionLog {
                 listeners: Mutex::new(Vec::new()),
                 next_listener: Mutex::new(0),
                 tx,
+                kinds: std::sync::OnceLock::new(),
                 _live: live,
             }),
         }
@@ -412,6 +419,26 @@ impl SessionLog {
         ignorable: bool,
         time: Option<u64>,
     ) -> Result<Arc<Event>, SessionError> {
+        if !ignorable
+            && !crate::event::is_core_kind(&kind)
+            && let Some(declared) = self.inner.kinds.get()
+            && !declared(&kind)
+        {
+            // A typo or a plugin that forgot `HostPlugin::EVENT_KINDS`: the host would refuse
+            // to resume the log this writes. Loud in debug builds (every test), logged in
+            // release (the event is still kept: losing it would be worse).
+            tracing::error!(
+                session = %self.inner.header.id,
+                %kind,
+                "appending an event kind no plugin declares (HostPlugin::EVENT_KINDS)"
+            );
+            debug_assert!(
+                false,
+                "session {}: appending event kind {kind:?}, which no plugin declares \
+                 (add it to the owning plugin's HostPlugin::EVENT_KINDS, or append it ignorable)",
+                self.inner.header.id
+            );
+        }
         let me = std::thread::current().id();
         if *lock(&self.inner.publishing) == Some(me) {
             return Err(SessionError::Reentrant {
@@ -667,6 +694,13 @@ impl SessionLog {
             inner: Arc::downgrade(&self.inner),
             id,
         }
+    }
+
+    /// From now on, checks every non-ignorable kind appended outside the core vocabulary
+    /// against `declared` (a debug assertion; an error in the diagnostics of a release build).
+    /// The host sets its event vocabulary on every log it attaches; the first check set stays.
+    pub fn check_kinds(&self, declared: KindCheck) {
+        let _ = self.inner.kinds.set(declared);
     }
 
     /// A handle that does not keep the log alive.

@@ -153,6 +153,7 @@ pub struct SubagentPlugin;
 
 impl HostPlugin for SubagentPlugin {
     const NAME: &'static str = "subagents";
+    const EVENT_KINDS: &'static [&'static str] = &[crate::descriptor::DESCRIPTOR_KIND];
 }
 
 impl Plugin for SubagentPlugin {

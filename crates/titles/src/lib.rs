@@ -102,6 +102,7 @@ impl Plugin for LlmTitlePlugin {
 
 impl HostPlugin for LlmTitlePlugin {
     const NAME: &'static str = "session-title";
+    const EVENT_KINDS: &'static [&'static str] = &[llm::TITLE_LLM_REQUEST];
 }
 
 fn title_if_untitled(agent: &AgentHandle, prompts: &FirstPrompts) {

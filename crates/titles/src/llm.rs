@@ -33,7 +33,7 @@ use tokio::sync::broadcast;
 pub const TITLE_PROVIDER: &str = "session-title-first-prompt-llm";
 /// The source plugin of the side request's user message.
 const MESSAGE_PLUGIN: &str = "dsh-session-title-llm";
-const TITLE_LLM_REQUEST: &str = "session/title-llm-request";
+pub(crate) const TITLE_LLM_REQUEST: &str = "session/title-llm-request";
 pub const SYSTEM_PROMPT: &str = "Create a concise title for an AI coding-assistant session from the supplied human messages.\nReturn only the title on one line, **in plain text of natural language**, with no quotes, prefix, explanation, Markdown, XML, or terminal control codes. No code is allowed.\nUse the language of the messages.\nAim for about 5 words in non-CJK languages or 10 CJK characters.";
 /// Prompt text beyond this many UTF-8 bytes is not sent.
 const MAX_INPUT_BYTES: usize = 4096;

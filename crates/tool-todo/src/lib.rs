@@ -283,6 +283,7 @@ pub fn present(event: &dsh_plugin::transcript::Event) -> Vec<Item> {
 
 impl HostPlugin for TodoPlugin {
     const NAME: &'static str = "todo";
+    const EVENT_KINDS: &'static [&'static str] = &[<TodoWrite as DurableEvent>::KIND];
 }
 
 #[cfg(test)]

@@ -132,4 +132,5 @@ impl Plugin for WebSearchPlugin {
 
 impl dsh_plugin::HostPlugin for WebSearchPlugin {
     const NAME: &'static str = "web-search";
+    const EVENT_KINDS: &'static [&'static str] = &["web/deepseek-search-llm-request"];
 }

@@ -120,6 +120,12 @@ pub struct WorkflowPlugin;
 impl HostPlugin for WorkflowPlugin {
     const NAME: &'static str = "workflows";
     const USES: &'static [&'static str] = &["subagents"];
+    const EVENT_KINDS: &'static [&'static str] = &[
+        "tool-workflow/run-start",
+        "tool-workflow/agent-start",
+        "tool-workflow/agent-end",
+        "tool-workflow/run-end",
+    ];
 }
 
 impl Plugin for WorkflowPlugin {
