@@ -39,6 +39,8 @@ pub struct WebConfig {
     pub trusted_hosts: Vec<String>,
     /// The access secret (`DSH_ACCESS_SECRET`); blank counts as none.
     pub access_secret: Option<String>,
+    /// The folders the workspace picker may list (and their sub-folders).
+    pub roots: Vec<std::path::PathBuf>,
     /// The most frame bytes held for a viewer that is not reading before it is dropped
     /// (default [`crate::VIEWER_QUEUE_BYTES`]).
     pub viewer_queue_bytes: Option<usize>,
@@ -50,6 +52,8 @@ pub(crate) struct App {
     pub(crate) live: dsh_acp::LiveSessions,
     pub(crate) bridge: dsh_acp::BridgeConfig,
     pub(crate) viewer_queue_bytes: usize,
+    /// Canonical folder roots of the picker.
+    pub(crate) roots: Vec<std::path::PathBuf>,
     pub(crate) gate: Gate,
     /// Fired when the server stops: every socket ends its connection.
     pub(crate) stop: CancellationToken,
@@ -97,6 +101,11 @@ pub async fn serve(
         viewer_queue_bytes: config
             .viewer_queue_bytes
             .unwrap_or(crate::acp_ws::VIEWER_QUEUE_BYTES),
+        roots: config
+            .roots
+            .iter()
+            .filter_map(|root| std::fs::canonicalize(root).ok())
+            .collect(),
         gate: Gate::new(local, config.host.as_deref(), &config.trusted_hosts, secret),
         stop: CancellationToken::new(),
         sockets: TaskTracker::new(),
