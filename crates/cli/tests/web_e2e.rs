@@ -188,7 +188,7 @@ fn running(marker: &str) -> bool {
 async fn sigterm_ends_a_running_turn_cleanly() {
     let marker = "sleep 4217";
     let call = json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-        "function": {"name": "bash", "arguments": json!({"command": marker}).to_string()}}]});
+        "function": {"name": "bash", "arguments": json!({"command": marker, "description": "wait a while"}).to_string()}}]});
     let (url, _) = model_server(vec![sse(&[call], "tool_calls")]).await;
     let work = workspace();
     let cwd = work.path().canonicalize().unwrap();
@@ -222,13 +222,28 @@ async fn sigterm_ends_a_running_turn_cleanly() {
         .send(Message::Text(prompt.to_string().into()))
         .await
         .unwrap();
+    // Allow whatever the agent asks (the sandbox's approval policy may ask for the call).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !running(marker) {
         assert!(
             std::time::Instant::now() < deadline,
-            "the tool's process started"
+            "the tool's process started: {frames:#?}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok(Some(Ok(Message::Text(text)))) =
+            tokio::time::timeout(Duration::from_millis(100), socket.next()).await
+        {
+            let frame: Value = serde_json::from_str(&text).unwrap();
+            if frame["method"] == "session/request_permission" {
+                let option = frame["params"]["options"][0]["optionId"].clone();
+                let reply = json!({"jsonrpc": "2.0", "id": frame["id"],
+                    "result": {"outcome": {"outcome": "selected", "optionId": option}}});
+                socket
+                    .send(Message::Text(reply.to_string().into()))
+                    .await
+                    .unwrap();
+            }
+            frames.push(frame);
+        }
     }
 
     let pid = web.child.id().unwrap();

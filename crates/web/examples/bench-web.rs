@@ -258,6 +258,7 @@ async fn main() {
                 .await;
             }
             let mut done = false;
+            let mut answer_text = String::new();
             while let Some(Ok(message)) = socket.next().await {
                 let Message::Text(text) = message else {
                     continue;
@@ -282,8 +283,14 @@ async fn main() {
                         .unwrap()
                         .push(now.saturating_duration_since(committed).as_secs_f64() * 1000.0);
                 }
-                if frame["params"]["update"]["content"]["text"] == "All steps done." {
-                    done = true;
+                if let Some(text) = frame["params"]["update"]["content"]["text"].as_str() {
+                    answer_text.push_str(text);
+                    if answer_text.ends_with("All steps done.") {
+                        done = true;
+                    }
+                    if answer_text.len() > 64 {
+                        answer_text.drain(..answer_text.len() - 32);
+                    }
                 }
                 if done && !prompt {
                     break;

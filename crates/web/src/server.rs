@@ -121,12 +121,18 @@ pub async fn serve(
         stopping.cancel();
     })
     .await?;
-    app.stop.cancel();
-    // The sockets close (each connection detaches) while the sessions are ended: turns
-    // cancelled, prompts answered, agents disposed with their logs synced.
-    app.sockets.close();
+    // First the sessions end while every socket is still open: turns cancelled, agents
+    // disposed with their logs synced, so each open prompt's answer ("cancelled") reaches its
+    // client. Then the sockets close, each after its queued frames (close code 1001).
     app.live.shutdown().await;
-    app.sockets.wait().await;
+    app.stop.cancel();
+    app.sockets.close();
+    if tokio::time::timeout(SOCKET_DRAIN, app.sockets.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some viewers did not take their last frames in time");
+    }
     Ok(())
 }
 
@@ -226,6 +232,9 @@ async fn acp(
             ))
         })
 }
+
+/// How long a stopping server waits for its sockets to take their last frames.
+const SOCKET_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The largest login body (upstream's).
 const MAX_LOGIN_BODY: usize = 4096;
