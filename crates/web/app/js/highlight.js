@@ -14,7 +14,7 @@ const KEYWORDS = {
 
 const ALIASES = {
   rs: 'rust', rust: 'rust', js: 'js', javascript: 'js', mjs: 'js', ts: 'js', typescript: 'js', tsx: 'js', jsx: 'js',
-  py: 'py', python: 'py', sh: 'sh', bash: 'sh', shell: 'sh', zsh: 'sh', console: 'sh', c: 'c', h: 'c', cpp: 'c', 'c++': 'c',
+  py: 'py', python: 'py', sh: 'sh', bash: 'sh', shell: 'sh', zsh: 'sh', c: 'c', h: 'c', cpp: 'c', 'c++': 'c',
   java: 'c', cs: 'c', csharp: 'c', go: 'go', json: 'json', jsonc: 'json', toml: 'sh', yaml: 'sh', yml: 'sh', sql: 'sql',
 };
 

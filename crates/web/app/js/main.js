@@ -20,6 +20,7 @@ const state = {
   sessions: [],
   tree: new Map(),
   view: null,
+  views: new Map(), // sessionId → SessionView this connection has created or loaded
   running: new Map(), // sessionId → true while a turn this page knows of runs
   queues: new Map(), // sessionId → [{id, blocks}]
   interactions: [], // pending agent→client requests {sessionId, kind, params, resolve}
@@ -113,6 +114,7 @@ acp.addEventListener('ready', async () => {
 acp.addEventListener('reconnected', async () => {
   // A new connection knows nothing of this page: load the open session again (the replay
   // rebuilds the conversation, so nothing is lost or shown twice).
+  state.views.clear();
   await refreshSessions();
   if (state.view) await openSession(state.view.id, { reload: true });
 });
@@ -122,12 +124,8 @@ acp.addEventListener('notification', (event) => {
   if (message.method === 'session/update') {
     const { sessionId, update } = message.params || {};
     if (!update) return;
-    if (state.view && state.view.id === sessionId) {
-      state.view.apply(update);
-      if (!state.loading) noteActivity(sessionId, update);
-    } else {
-      noteActivity(sessionId, update);
-    }
+    state.views.get(sessionId)?.apply(update);
+    noteActivity(sessionId, update);
   } else if (message.method === '$/cancel_request' || message.method === '$/cancelRequest') {
     const id = message.params?.requestId ?? message.params?.id;
     dropInteraction((item) => item.rpcId === id, { outcome: { outcome: 'cancelled' } });
@@ -268,6 +266,12 @@ function sessionRow(session, children) {
   return item;
 }
 
+function show(view) {
+  state.view = view;
+  $('messages').replaceChildren(view.container);
+  $('welcome').hidden = true;
+}
+
 function showWelcome() {
   state.view = null;
   $('messages').replaceChildren();
@@ -307,8 +311,9 @@ async function startSession(cwd) {
   try {
     const result = await acp.request('session/new', { cwd, mcpServers: [] });
     rememberFolder(cwd);
-    const view = new SessionView(result.sessionId, cwd, $('messages'));
-    view.clear();
+    const view = new SessionView(result.sessionId, cwd, $('transcript'));
+    state.views.set(view.id, view);
+    show(view);
     adoptSession(view, result);
     state.sessions.unshift({ sessionId: result.sessionId, cwd, title: null, updatedAt: new Date().toISOString() });
     history.replaceState(null, '', `#/s/${encodeURIComponent(result.sessionId)}`);
@@ -320,11 +325,13 @@ async function startSession(cwd) {
 }
 
 function adoptSession(view, result) {
-  state.view = view;
   view.modes = result?.modes || null;
   view.configOptions = result?.configOptions || null;
   bindView(view);
-  $('welcome').hidden = true;
+  renderView();
+}
+
+function renderView() {
   renderHeader();
   renderModes();
   renderUsage();
@@ -343,24 +350,32 @@ async function openSession(id, { reload = false } = {}) {
     return;
   }
   const scroller = $('transcript');
+  const cached = state.views.get(id);
+  if (cached) {
+    show(cached);
+    renderView();
+    cached.scrollToEnd();
+    renderSessions();
+    return;
+  }
   const keepScroll = reload ? scroller.scrollTop : null;
-  const view = new SessionView(id, cwd, $('messages'));
+  const view = new SessionView(id, cwd, scroller);
   view.title = known?.title || null;
-  view.clear();
-  state.view = view;
+  state.views.set(id, view);
+  show(view);
   state.loading = id;
-  $('welcome').hidden = true;
   renderHeader();
   try {
     const result = await acp.request('session/load', { sessionId: id, cwd, mcpServers: [] });
-    if (state.view !== view) return;
     adoptSession(view, result);
+    if (state.view !== view) return;
     const running = result?._meta?.dsh?.running ?? result?._meta?.running;
     if (running !== undefined) setRunning(id, Boolean(running));
     if (keepScroll !== null) scroller.scrollTop = keepScroll;
     else view.scrollToEnd();
   } catch (error) {
-    if (state.view === view) view.notice(`Could not open this session: ${error.message}`, 'error');
+    state.views.delete(id);
+    view.notice(`Could not open this session: ${error.message}`, 'error');
   } finally {
     if (state.loading === id) state.loading = null;
   }

@@ -178,11 +178,15 @@ class ToolCard {
 }
 
 export class SessionView extends EventTarget {
-  constructor(id, cwd, container) {
+  constructor(id, cwd, scroller) {
     super();
     this.id = id;
     this.cwd = cwd || '';
-    this.container = container;
+    // Each session keeps its own rendered conversation, shown or not: updates of a session in
+    // the background keep folding into it, and switching back shows it as it is.
+    this.container = el('div', 'session-messages');
+    this.container.dataset.sessionId = id;
+    this.scroller = scroller;
     this.cards = new Map();
     this.current = null;
     this.currentKind = null;
@@ -214,14 +218,17 @@ export class SessionView extends EventTarget {
     if (stick) this.scrollToEnd();
   }
 
+  get shown() {
+    return this.container.isConnected;
+  }
+
   nearBottom() {
-    const scroller = this.container.parentElement;
-    return !scroller || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+    const scroller = this.scroller;
+    return !this.shown || scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
   }
 
   scrollToEnd() {
-    const scroller = this.container.parentElement;
-    if (scroller) requestAnimationFrame(() => (scroller.scrollTop = scroller.scrollHeight));
+    if (this.shown) requestAnimationFrame(() => (this.scroller.scrollTop = this.scroller.scrollHeight));
   }
 
   textBlock(kind, make) {
