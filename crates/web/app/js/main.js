@@ -137,8 +137,51 @@ acp.addEventListener('notification', (event) => {
   }
 });
 
+// ACP tells a client when its own prompt ends, not when another viewer's turn does. A turn
+// this page did not start is seen through its updates: a running call, or output within the
+// last few seconds, means the session is busy (Stop and the queue follow it).
+const QUIET_MS = 4000;
+const observed = new Map(); // sessionId → {timer, calls: Set of running call ids}
+
+function observe(sessionId, update) {
+  const kind = update.sessionUpdate;
+  const busy = ['agent_message_chunk', 'agent_thought_chunk', 'tool_call', 'tool_call_update', 'plan'].includes(kind);
+  if (!busy || state.loading === sessionId) return;
+  const entry = observed.get(sessionId) || { timer: null, calls: new Set() };
+  observed.set(sessionId, entry);
+  if (kind === 'tool_call' || kind === 'tool_call_update') {
+    if (update.status === 'completed' || update.status === 'failed') entry.calls.delete(update.toolCallId);
+    else if (update.status) entry.calls.add(update.toolCallId);
+  }
+  const wasBusy = state.running.has(sessionId) || observed.get(sessionId).busy;
+  entry.busy = true;
+  clearTimeout(entry.timer);
+  const settle = () => {
+    if (entry.calls.size) {
+      entry.timer = setTimeout(settle, QUIET_MS);
+      return;
+    }
+    entry.busy = false;
+    observed.delete(sessionId);
+    sessionBusyChanged(sessionId);
+  };
+  entry.timer = setTimeout(settle, QUIET_MS);
+  if (!wasBusy) sessionBusyChanged(sessionId);
+}
+
+function busy(sessionId) {
+  return state.running.has(sessionId) || Boolean(observed.get(sessionId)?.busy);
+}
+
+function sessionBusyChanged(sessionId) {
+  renderSessions();
+  if (state.view?.id === sessionId) updateComposer();
+  if (!busy(sessionId)) drainQueue(sessionId);
+}
+
 function noteActivity(sessionId, update) {
   const kind = update.sessionUpdate;
+  observe(sessionId, update);
   if (kind === 'session_info_update') {
     const row = state.sessions.find((s) => s.sessionId === sessionId);
     if (row && typeof update.title === 'string') {
@@ -160,10 +203,16 @@ function noteActivity(sessionId, update) {
 function setRunning(sessionId, running) {
   if (!sessionId) return;
   if (running) state.running.set(sessionId, true);
-  else state.running.delete(sessionId);
-  renderSessions();
-  if (state.view?.id === sessionId) updateComposer();
-  if (!running) drainQueue(sessionId);
+  else {
+    state.running.delete(sessionId);
+    // This page's own prompt ended: its updates are not another viewer's turn.
+    const entry = observed.get(sessionId);
+    if (entry) {
+      clearTimeout(entry.timer);
+      observed.delete(sessionId);
+    }
+  }
+  sessionBusyChanged(sessionId);
 }
 
 // ---------- routing ----------
@@ -242,7 +291,7 @@ function sessionRow(session, children) {
   if (waiting) {
     status.classList.add('waiting');
     status.title = 'Waiting for your answer';
-  } else if (state.running.has(session.sessionId)) {
+  } else if (busy(session.sessionId)) {
     status.classList.add('running');
     status.title = 'Running';
   }
@@ -513,12 +562,12 @@ function updateComposer() {
   $('composer').hidden = Boolean(asking);
   input.placeholder = !view
     ? 'Choose a folder to start a session'
-    : state.running.has(view.id)
+    : busy(view.id)
       ? 'Queue a follow-up… (sent when this turn ends)'
       : 'Ask dsh…  (/ for commands, @ for files)';
   $('send').disabled = input.disabled;
-  $('send').textContent = view && state.running.has(view.id) ? 'Queue' : 'Send';
-  $('stop').hidden = !(view && state.running.has(view.id));
+  $('send').textContent = view && busy(view.id) ? 'Queue' : 'Send';
+  $('stop').hidden = !(view && busy(view.id));
   const images = acp.agent?.agentCapabilities?.promptCapabilities?.image;
   document.querySelector('.attach').hidden = !images;
 }
@@ -541,7 +590,7 @@ async function submitPrompt() {
   state.attachments = [];
   renderAttachments();
   closeCompletion();
-  if (state.running.has(view.id)) {
+  if (busy(view.id)) {
     const queue = state.queues.get(view.id) || [];
     queue.push({ id: crypto.randomUUID ? crypto.randomUUID() : String(Math.random()), blocks });
     state.queues.set(view.id, queue);
@@ -576,7 +625,7 @@ async function sendPrompt(sessionId, blocks) {
 
 function drainQueue(sessionId) {
   const queue = state.queues.get(sessionId);
-  if (!queue?.length || state.running.has(sessionId)) return;
+  if (!queue?.length || busy(sessionId)) return;
   const next = queue.shift();
   renderQueue();
   sendPrompt(sessionId, next.blocks);
@@ -624,7 +673,7 @@ function removeQueued(id) {
 
 function stopTurn() {
   const view = state.view;
-  if (!view || !state.running.has(view.id)) return;
+  if (!view || !busy(view.id)) return;
   try {
     acp.notify('session/cancel', { sessionId: view.id });
   } catch (error) {
@@ -769,7 +818,7 @@ $('composer-input').addEventListener('keydown', (event) => {
   if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
     submitPrompt();
-  } else if (event.key === 'Escape' && state.view && state.running.has(state.view.id)) {
+  } else if (event.key === 'Escape' && state.view && busy(state.view.id)) {
     event.preventDefault();
     stopTurn();
   }
