@@ -1,6 +1,7 @@
 // Writes scenario/model.jsonl and scenario/scenario.json: the replayed model of the browser
-// tests. Each session is bound by its first prompt (the replay server's rule), so every test
-// prompt below picks its own script. Run `node make-scenario.mjs` after editing.
+// tests. dsh names its session in a header, and the replay server binds each new session to
+// the next script in first-request order: the suite starts its sessions in this order.
+// Run `node make-scenario.mjs` after editing.
 import { writeFileSync } from 'node:fs';
 
 export const PROMPTS = {
@@ -8,6 +9,7 @@ export const PROMPTS = {
   write: 'Create hello.txt with a greeting.',
   escalate: 'Write outside the workspace, with my permission.',
   followup: 'And one more thing.',
+  question: 'Ask me which colour to use.',
 };
 
 export const XSS = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
@@ -73,6 +75,18 @@ const entries = [
   }),
   response(2, 1, { content: 'All eight ticks are done.' }),
   response(2, 2, { content: 'Here is the one more thing.' }),
+  response(3, 0, {
+    tool_calls: [{
+      id: 'call_ask_1', name: 'ask_user_question',
+      arguments: JSON.stringify({
+        questions: [{
+          id: 'colour', header: 'Colour', question: 'Which colour should the banner use?',
+          options: [{ label: 'Blue (Recommended)', description: 'Calm, and the brand colour' }, { label: 'Red', description: 'Loud' }],
+        }],
+      }),
+    }],
+  }),
+  response(3, 1, { content: 'Blue it is.' }),
 ];
 
 const spec = {
@@ -83,6 +97,7 @@ const spec = {
     { session: 0, first_user_text: PROMPTS.markdown },
     { session: 1, first_user_text: PROMPTS.write },
     { session: 2, first_user_text: PROMPTS.escalate },
+    { session: 3, first_user_text: PROMPTS.question },
   ],
 };
 

@@ -111,7 +111,7 @@ async function resumePhase() {
     watchErrors(page, pageErrors);
     const rows = page.locator('.session-row');
     await rows.first().waitFor();
-    assert((await rows.count()) === 3, `the three sessions are listed: ${await rows.allTextContents()}`);
+    assert((await rows.count()) === 4, `the four sessions are listed: ${await rows.allTextContents()}`);
     await page.locator('.session-row', { hasText: PROMPTS.markdown.slice(0, 20) }).click();
     await page.waitForSelector('.msg.agent table');
     await page.waitForSelector(`.msg.user >> text=${PROMPTS.markdown}`);
@@ -280,6 +280,32 @@ async function livePhase() {
     await other.fill('#session-search', 'markdown');
     assert((await other.locator('.session-row').count()) === 1, 'search finds the session by its title');
     await fresh.close();
+  });
+
+  await check('ask_user_question is answered in a form that takes the composer’s place', async () => {
+    await newSessionIn(page, WORKSPACE);
+    await prompt(page, PROMPTS.question);
+    const form = page.locator('form.question');
+    await form.waitFor();
+    assert((await form.textContent()).includes('Which colour should the banner use?'), 'the question is shown');
+    assert(await page.locator('#composer').isHidden(), 'the question takes the composer’s place');
+    await shot(page, 'desktop-question');
+    await form.getByLabel('Blue (Recommended)').check();
+    await form.getByRole('button', { name: 'Answer' }).click();
+    await page.waitForSelector('.msg.agent >> text=Blue it is.');
+    assert(await page.locator('#composer').isVisible(), 'the composer is back');
+  });
+
+  await check('slash commands complete from the agent’s list', async () => {
+    await page.fill('#composer-input', '/');
+    await page.locator('#composer-input').dispatchEvent('input');
+    await page.waitForSelector('#completion .option');
+    const names = await page.locator('#completion .option-name').allTextContents();
+    assert(names.length > 0 && names.every((n) => n.startsWith('/')), `commands: ${names}`);
+    await page.keyboard.press('Tab');
+    const value = await page.inputValue('#composer-input');
+    assert(value === `${names[0]} `, `the first command was taken: ${value}`);
+    await page.fill('#composer-input', '');
   });
 
   await check('a page from another origin cannot open /acp, the app’s own page can', async () => {
