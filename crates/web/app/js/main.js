@@ -1136,7 +1136,7 @@ function renderCrumbs(result) {
   const parts = result.crumbs || [];
   crumbs.replaceChildren(
     ...parts.map((crumb, i) => {
-      const button = el('button', 'crumb', crumb.name || crumb.path);
+      const button = el('button', crumb.path === '/' ? 'crumb root' : 'crumb', crumb.name || crumb.path);
       button.type = 'button';
       if (i === parts.length - 1) button.setAttribute('aria-current', 'location');
       button.addEventListener('click', () => browse(crumb.path));
