@@ -115,6 +115,11 @@ acp.addEventListener('reconnected', async () => {
   // A new connection knows nothing of this page: load the open session again (the replay
   // rebuilds the conversation, so nothing is lost or shown twice).
   state.views.clear();
+  // What the old connection was asked or was running died with it; the server asks again.
+  state.running.clear();
+  for (const item of state.interactions) item.resolve({ outcome: { outcome: 'cancelled' } });
+  state.interactions = [];
+  renderInteraction();
   await refreshSessions();
   if (state.view) await openSession(state.view.id, { reload: true });
 });
@@ -391,8 +396,10 @@ function renderView() {
 }
 
 async function openSession(id, { reload = false } = {}) {
-  const known = state.sessions.find((s) => s.sessionId === id);
-  let cwd = known?.cwd;
+  const known =
+    state.sessions.find((s) => s.sessionId === id) ||
+    [...state.tree.values()].flat().find((s) => s.sessionId === id);
+  const cwd = known?.cwd;
   if (!cwd) {
     toast('That session is not in the list of stored sessions.', 'error');
     showWelcome();
