@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use agent_client_protocol::Client;
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::PermissionOption;
 use agent_client_protocol::v1::schema::PermissionOptionKind;
 use agent_client_protocol::v1::schema::RequestPermissionOutcome;
@@ -42,7 +40,8 @@ pub(crate) struct ClientApproval {
     /// The scope of the one agent this bridge session owns: requests from any other agent
     /// (a same-id impostor included) never reach the client.
     owner: ScopeId,
-    connection: ConnectionTo<Client>,
+    /// The connections watching the session: the newest one is asked.
+    clients: crate::session::Clients,
     calls: Arc<dyn ShownCalls>,
     /// Tool name → remembered answer (`true` = always allow, `false` = always reject).
     remembered: Arc<Mutex<HashMap<String, bool>>>,
@@ -52,13 +51,13 @@ impl ClientApproval {
     pub(crate) fn new(
         session_id: String,
         owner: ScopeId,
-        connection: ConnectionTo<Client>,
+        clients: crate::session::Clients,
         calls: Arc<dyn ShownCalls>,
     ) -> Self {
         Self {
             session_id,
             owner,
-            connection,
+            clients,
             calls,
             remembered: Arc::default(),
         }
@@ -111,6 +110,9 @@ impl ApprovalService for ClientApproval {
             };
             return Box::pin(std::future::ready(outcome));
         }
+        let Some(connection) = self.clients.current() else {
+            return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
+        };
         let (tool_call, shown) = self.calls.permission_call(&request);
         if shown {
             self.calls
@@ -118,7 +120,7 @@ impl ApprovalService for ClientApproval {
         }
         let ask =
             RequestPermissionRequest::new(self.session_id.clone(), tool_call, options(escalation));
-        let sent = self.connection.send_request(ask);
+        let sent = connection.send_request(ask);
         let memory = self.remembered.clone();
         let tool = request.tool_name;
         let signal = request.signal;

@@ -99,6 +99,10 @@ struct State {
     images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
     loading: HashSet<String>,
+    /// `clientCapabilities._meta.dsh.cursor`: updates carry their log seq.
+    cursor: bool,
+    /// With a shared registry: this connection's viewer id in each session it watches.
+    viewing: HashMap<String, u64>,
 }
 
 pub(crate) struct Bridge {
@@ -107,6 +111,8 @@ pub(crate) struct Bridge {
     state: Mutex<State>,
     /// Settling prompts; teardown waits for them so every prompt gets its answer.
     tasks: TaskTracker,
+    /// The server's live sessions, when several connections share them (`dsh web`).
+    shared: Option<crate::LiveSessions>,
 }
 
 fn modes_wire(modes: &ModeState) -> SessionModeState {
@@ -153,12 +159,17 @@ fn check_session_folder(cwd: &Path) -> Result<(), RpcError> {
 }
 
 impl Bridge {
-    pub(crate) fn new(sessions: dsh_host::SessionHost, config: BridgeConfig) -> Self {
+    pub(crate) fn new(
+        sessions: dsh_host::SessionHost,
+        config: BridgeConfig,
+        shared: Option<crate::LiveSessions>,
+    ) -> Self {
         Self {
             host: AcpHost::new(sessions),
             config,
             state: Mutex::new(State::default()),
             tasks: TaskTracker::new(),
+            shared,
         }
     }
 
@@ -169,6 +180,7 @@ impl Bridge {
             terminal_output: state.terminal_output,
             fs: state.fs,
             terminal: state.terminal,
+            cursor: state.cursor,
         }
     }
 
@@ -204,6 +216,14 @@ impl Bridge {
             self.host.prompt_images().as_deref(),
             self.host.image_input(None),
         );
+        let cursor = request
+            .client_capabilities
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("dsh"))
+            .and_then(|dsh| dsh.get("cursor"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
         let elicitation_form = request
             .client_capabilities
             .elicitation
@@ -212,6 +232,7 @@ impl Bridge {
         {
             let mut state = lock(&self.state);
             state.terminal_output = terminal;
+            state.cursor = cursor;
             state.elicitation_form = elicitation_form;
             state.images_advertised = images;
             state.terminal = request.client_capabilities.terminal;
@@ -309,15 +330,17 @@ impl Bridge {
         }
         let client = self.client_view();
         let agent = parts.agent.clone();
-        crate::questions::offer(&agent, connection.clone(), elicitation);
+        let clients = crate::session::Clients::new(connection.clone());
+        crate::questions::offer(&agent, clients.clone(), elicitation);
         let session = Session::attach(
             session_id.clone(),
             request.cwd,
             parts,
             connection,
             client,
-            false,
+            None,
             self.host.prompt_images(),
+            clients,
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
@@ -341,6 +364,15 @@ impl Bridge {
             tokio::spawn(async move { agent.dispose().await });
             return Err(internal_error(texts::DISPOSED));
         }
+        if let Some(shared) = &self.shared {
+            if !shared.insert(session.clone()) {
+                drop(state);
+                let agent = session.agent.clone();
+                tokio::spawn(async move { agent.dispose().await });
+                return Err(internal_error(texts::DISPOSED));
+            }
+            state.viewing.insert(session.id.clone(), session.owner);
+        }
         state.sessions.insert(session.id.clone(), session);
         Ok(())
     }
@@ -358,6 +390,12 @@ impl Bridge {
             return Err(invalid_params(texts::MCP_SERVERS));
         }
         let id = request.session_id.0.to_string();
+        let cursor = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("dsh"))
+            .and_then(|dsh| dsh.get("cursor"))
+            .and_then(serde_json::Value::as_u64);
         {
             let mut state = lock(&self.state);
             if state.closed {
@@ -367,11 +405,64 @@ impl Bridge {
                 return Err(invalid_params(format!("session is already loaded: {id}")));
             }
         }
-        let result = self.load_inner(id.clone(), request.cwd, connection).await;
+        // Shared: attach to the session if it is live here; open it otherwise, one
+        // connection at a time, so a log never gets two writers.
+        let _opening = match &self.shared {
+            Some(shared) => Some(shared.loading.clone().lock_owned().await),
+            None => None,
+        };
+        let live = self.shared.as_ref().and_then(|shared| shared.get(&id));
+        let result = match live {
+            Some(live) => self.attach_live(live, request.cwd, connection, cursor),
+            None => {
+                self.load_inner(id.clone(), request.cwd, connection, cursor)
+                    .await
+            }
+        };
         if result.is_err() {
             lock(&self.state).loading.remove(&id);
         }
         result
+    }
+
+    /// `session/load` of a session another connection of this server runs: this connection
+    /// becomes one more viewer of it.
+    fn attach_live(
+        &self,
+        session: Arc<Session>,
+        cwd: PathBuf,
+        connection: ConnectionTo<Client>,
+        cursor: Option<u64>,
+    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
+        if session.cwd != cwd {
+            return Err(invalid_params(format!(
+                "session {} belongs to cwd {}, not {}",
+                session.id,
+                session.cwd.to_string_lossy(),
+                cwd.to_string_lossy()
+            )));
+        }
+        let viewer = session
+            .attach_viewer(connection, self.client_view(), cursor)
+            .map_err(internal_error)?;
+        let mut state = lock(&self.state);
+        state.loading.remove(&session.id);
+        if state.closed {
+            drop(state);
+            session.detach(viewer);
+            return Err(internal_error(texts::DISPOSED));
+        }
+        state.viewing.insert(session.id.clone(), viewer);
+        state.sessions.insert(session.id.clone(), session.clone());
+        drop(state);
+        let modes = lock(&session.modes).as_ref().map(modes_wire);
+        let options = self.config_options(&session);
+        Ok((
+            LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+            session,
+        ))
     }
 
     async fn load_inner(
@@ -379,6 +470,7 @@ impl Bridge {
         id: String,
         cwd: PathBuf,
         connection: ConnectionTo<Client>,
+        cursor: Option<u64>,
     ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
         let parts = self
             .host
@@ -396,10 +488,20 @@ impl Bridge {
         let elicitation = lock(&self.state).elicitation_form;
         let client = self.client_view();
         let agent = parts.agent.clone();
-        crate::questions::offer(&agent, connection.clone(), elicitation);
+        let clients = crate::session::Clients::new(connection.clone());
+        crate::questions::offer(&agent, clients.clone(), elicitation);
         let images = self.host.prompt_images();
-        let session = Session::attach(id, cwd, parts, connection, client, true, images)
-            .map_err(|error| abandon(agent, &error))?;
+        let session = Session::attach(
+            id,
+            cwd,
+            parts,
+            connection,
+            client,
+            Some(cursor.unwrap_or(0)),
+            images,
+            clients,
+        )
+        .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
         let options = self.config_options(&session);
         self.register(session.clone())?;
@@ -634,9 +736,16 @@ impl Bridge {
             });
             return;
         }
+        let viewer = lock(&self.state)
+            .viewing
+            .get(&session.id)
+            .copied()
+            .unwrap_or(session.owner);
         let admitted = Ok(content).and_then(|content| {
             let message = Message::user(content, MessageSource::user());
             let id = message.id.clone();
+            // Before it is queued: the viewers decide whether to show it from this.
+            lock(&session.typed_by).insert(id.clone(), viewer);
             let start = session.agent.log().len();
             match session.agent.followup(message) {
                 Ok(()) => Ok((id, start)),
@@ -647,6 +756,7 @@ impl Bridge {
         let (message_id, start) = match admitted {
             Ok(admitted) => admitted,
             Err(error) => {
+                lock(&session.typed_by).retain(|_, typer| *typer != viewer);
                 *lock(&session.slot) = None;
                 return respond(Err(error));
             }
@@ -662,6 +772,7 @@ impl Bridge {
                 }
             });
             let turn = lock(&session.claimed).remove(&message_id);
+            lock(&session.typed_by).remove(&message_id);
             let failure = session.take_delivery_failure();
             let outcome = match read {
                 Ok(()) => prompt::settle(cancelled.is_cancelled(), failure, &ends, turn),
@@ -688,14 +799,26 @@ impl Bridge {
     /// Teardown (memoized by `closed`): refuse new work, cancel every prompt and agent, wait for
     /// idle and for every prompt answer, then dispose all owned agents.
     pub(crate) async fn shutdown(&self) -> Result<(), AcpError> {
-        let sessions: Vec<Arc<Session>> = {
+        let (sessions, viewing) = {
             let mut state = lock(&self.state);
             if state.closed {
                 return Ok(());
             }
             state.closed = true;
-            state.sessions.drain().map(|(_, s)| s).collect()
+            let sessions: Vec<Arc<Session>> = state.sessions.drain().map(|(_, s)| s).collect();
+            (sessions, std::mem::take(&mut state.viewing))
         };
+        if self.shared.is_some() {
+            // The sessions belong to the server: this connection only stops watching. Its
+            // prompts still settle (their answers have nowhere to go); the turns run on.
+            for session in &sessions {
+                if let Some(viewer) = viewing.get(&session.id) {
+                    session.detach(*viewer);
+                }
+            }
+            self.tasks.close();
+            return Ok(());
+        }
         for session in &sessions {
             if let Some(slot) = lock(&session.slot).as_ref() {
                 slot.cancelled.cancel();
@@ -716,7 +839,7 @@ impl Bridge {
 
 /// Settles the continuable children the bridge's agents own (and theirs) before the agents
 /// go, so each child closes its own turn and its parent is still there to hear about it.
-async fn drain_children(sessions: &[Arc<Session>]) {
+pub(crate) async fn drain_children(sessions: &[Arc<Session>]) {
     let Some(first) = sessions.first() else {
         return;
     };
