@@ -26,6 +26,7 @@ async function call(method, path, body) {
 }
 
 export const api = {
+  status: () => call('GET', '/api/status'),
   listDirectory: (path) => call('GET', `/api/fs/list${path ? `?path=${encodeURIComponent(path)}` : ''}`),
   settings: () => call('GET', '/api/settings'),
   saveSettings: (changes) => call('POST', '/api/settings', changes),

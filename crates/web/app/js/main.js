@@ -1208,7 +1208,8 @@ async function openSettings() {
     $('key-state').textContent = keySet
       ? 'A key is saved. It is never shown again; type a new one to replace it.'
       : 'No key is saved yet.';
-    const writable = settings.writable !== false;
+    const status = await api.status().catch(() => null);
+    const writable = settings.writable !== false && status?.local !== false;
     $('settings-note').textContent = writable ? '' : 'Settings can be changed only from the machine dsh runs on.';
     for (const field of $('settings-form').querySelectorAll('input, select')) field.disabled = !writable;
     $('settings-save').hidden = !writable;
