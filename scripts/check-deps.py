@@ -8,6 +8,10 @@
    (also tests/, benches/, examples/). A normal dependency only tests name belongs in
    [dev-dependencies].
 3. No unused workspace dependency: every `[workspace.dependencies]` entry is used by a crate.
+4. Front-ends render, they do not decode: `dsh-acp`, `dsh-tui`, `dsh-headless` and
+   `dsh-sdk-server` depend (normal and build dependencies) on no capability crate (`dsh-tool-*`, `dsh-plan-mode`,
+   `dsh-goal`, `dsh-subagent*`). A plugin reaches them through the transcript's presenters,
+   the command registry or a trait in `dsh-plugin`; their tests may still mount real tools.
 
 Exits 1 with one line per problem.
 """
@@ -25,6 +29,11 @@ ROW = re.compile(r"^\| `crates/([^`]+)` \| `([^`]+)` \|")
 NOT_NAMED = {
     # (crate package, dependency): why
 }
+
+
+# Front-ends and the capability crates they must not name (rule 4).
+FRONT_ENDS = {"dsh-acp", "dsh-tui", "dsh-headless", "dsh-sdk-server"}
+CAPABILITY = re.compile(r"^dsh-(tool-.*|plan-mode|goal|subagent(-.*)?)$")
 
 
 def table_order():
@@ -94,6 +103,16 @@ def main():
                         problems.append(
                             f"{package}: depends upward on {dep_package} (listed below it in docs/architecture.md)"
                         )
+                if (
+                    section != "dev-dependencies"
+                    and package in FRONT_ENDS
+                    and CAPABILITY.match(dep_package)
+                ):
+                    problems.append(
+                        f"{package}: a front-end depends on the capability crate {dep_package} "
+                        "(render its events through a presenter; reach its service through a "
+                        "trait in dsh-plugin)"
+                    )
                 ident = name.replace("-", "_")
                 if (package, name) in NOT_NAMED:
                     continue

@@ -843,11 +843,15 @@ pub(crate) async fn drain_children(sessions: &[Arc<Session>]) {
     let Some(first) = sessions.first() else {
         return;
     };
-    let Some(subagents) = first.agent.scope().service::<dsh_subagent::Subagents>() else {
+    let Some(children) = first
+        .agent
+        .scope()
+        .service::<dyn dsh_plugin::DelegatedChildren>()
+    else {
         return;
     };
     let agents: Vec<dsh_agent::AgentHandle> = sessions.iter().map(|s| s.agent.clone()).collect();
-    if let Err(error) = subagents.drain_continuable_descendants(&agents).await {
+    if let Err(error) = children.drain(&agents).await {
         tracing::warn!("acp: continuable subagent teardown failed: {error}");
     }
 }

@@ -10,8 +10,7 @@ use dsh_agent::AgentHandle;
 use dsh_attachments::AttachmentError;
 use dsh_attachments::LocalAttachmentStore;
 use dsh_host::SessionHost;
-use dsh_plan_mode::PlanMode;
-use dsh_plan_mode::modes;
+use dsh_plugin::ModeAxis;
 use dsh_session::data::RequestHeader;
 use dsh_tools::ImageAttachment;
 
@@ -234,18 +233,18 @@ impl AcpHost {
     /// `session/set_mode` with a combined id: the preset part switches the approval preset
     /// (only when it changes), the `+plan` part turns plan mode on or off.
     pub(crate) fn set_mode(&self, agent: &AgentHandle, mode_id: &str) -> Result<(), Failure> {
-        let (preset, plan_on) = modes::split_mode_id(mode_id);
-        let plan = agent.scope().service::<PlanMode>();
-        if plan_on && plan.is_none() {
-            return Err(Failure::invalid(format!("unknown mode: {mode_id}")));
-        }
+        let axis = agent.scope().service::<dyn ModeAxis>();
+        let (preset, plan_on) = match &axis {
+            Some(axis) => axis.split_mode_id(mode_id),
+            None => (mode_id, false),
+        };
         if self.sessions.current_preset(agent).map(|p| p.name) != Some(preset) {
             self.sessions
                 .set_preset(agent, preset)
                 .map_err(|error| Failure::invalid(format!("{error:#}")))?;
         }
-        if let Some(plan) = plan {
-            plan.set(agent, plan_on);
+        if let Some(axis) = axis {
+            axis.set(agent, plan_on);
         }
         Ok(())
     }
@@ -253,12 +252,15 @@ impl AcpHost {
     /// The session's modes: every approval preset, and with plan mode composed each preset
     /// again with plan mode on (`<preset>+plan`, docs/steering.md).
     fn parts(&self, agent: AgentHandle) -> SessionParts {
-        let plan = agent.scope().service::<PlanMode>();
+        let axis = agent.scope().service::<dyn ModeAxis>();
         let preset = self
             .sessions
             .current_preset(&agent)
             .map_or("custom", |preset| preset.name);
-        let current = modes::mode_id(preset, plan.as_ref().is_some_and(|p| p.current(&agent)));
+        let current = match &axis {
+            Some(axis) => axis.mode_id(preset, axis.is_on(&agent)),
+            None => preset.to_owned(),
+        };
         let mut available = Vec::new();
         for preset in self.sessions.presets() {
             available.push(ModeInfo {
@@ -266,15 +268,18 @@ impl AcpHost {
                 name: preset.name.to_owned(),
                 description: Some(preset.description.to_owned()),
             });
-            if plan.is_some() {
+            if let Some(axis) = &axis {
                 available.push(ModeInfo {
-                    id: modes::mode_id(preset.name, true),
-                    name: modes::plan_mode_name(preset.name),
-                    description: Some(modes::plan_mode_description(Some(preset.description))),
+                    id: axis.mode_id(preset.name, true),
+                    name: axis.variant_name(preset.name),
+                    description: Some(axis.variant_description(Some(preset.description))),
                 });
             }
         }
-        let mode_watch = plan.is_some().then(|| Arc::new(modes::follow) as ModeWatch);
+        let mode_watch = axis.map(|axis| {
+            Arc::new(move |current: &str, event: &dsh_session::Event| axis.follow(current, event))
+                as ModeWatch
+        });
         let presentation = self.sessions.presentation(&agent);
         SessionParts {
             agent,

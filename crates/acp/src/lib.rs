@@ -11,8 +11,10 @@
 //! Does not own: how agents are composed (tools, model, policy) or where image bytes are kept:
 //! [`dsh_host::SessionHost`] supplies agents, modes (the approval presets, plan mode), models,
 //! the route's image facts and the attachment store.
-//! Must not depend on: `dsh` (the binary), concrete tool crates (cards come through the
-//! registry).
+//! Must not depend on: `dsh` (the binary), a capability crate (`dsh-tool-*`, `dsh-plan-mode`,
+//! `dsh-goal`, `dsh-subagent*`; `scripts/check-deps.py`): cards come through the registry,
+//! plugin events through the transcript's presenters, plan mode and subagents through
+//! `dsh_plugin::ModeAxis` and `dsh_plugin::DelegatedChildren`.
 
 mod approval;
 mod bridge;

@@ -5,9 +5,12 @@
 //! (`approval/asked {id, toolName, callId?, reason?}`, then `approval/decided {id, outcome}`),
 //! and the decision order: an already-aborted signal is `cancelled`, policy `never` is
 //! `rejected` without asking anyone, otherwise the answerer decides (none = `unavailable`).
+//! Also presents the pair in every front-end's transcript (`present.rs`).
 //! Does not own: who answers (a front-end's [`ApprovalService`] is wrapped), what an outcome
 //! means to the model (the tool registry maps outcomes to texts).
 //! Must not depend on: front-ends.
+
+mod present;
 
 use std::sync::Arc;
 
@@ -202,6 +205,12 @@ impl dsh_plugin::Plugin for UserApprovalPlugin {
         _config: UserApprovalSettings,
     ) -> Result<(), dsh_plugin::PluginError> {
         let host = dsh_plugin::HostServices::of(ctx)?;
+        host.presenters
+            .register(ctx, present::ASKED, present::asked)
+            .map_err(dsh_plugin::PluginError::other)?;
+        host.presenters
+            .register(ctx, present::DECIDED, present::decided)
+            .map_err(dsh_plugin::PluginError::other)?;
         host.sessions.attach(ctx, "user-approval", |session| {
             let policy: Arc<dyn PolicySource> = Arc::new(ContextPolicy(session.context.clone()));
             session.scope.provide::<dyn PolicySource>(policy.clone())?;

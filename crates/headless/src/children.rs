@@ -8,10 +8,9 @@ use std::sync::Weak;
 
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
+use dsh_plugin::DelegatedChildren;
 use dsh_session::Event;
 use dsh_session::Subscription;
-use dsh_subagent::SubagentEvent;
-use dsh_subagent::Subagents;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// One event of one session of the run.
@@ -57,9 +56,9 @@ impl Drop for Children {
     }
 }
 
-/// Starts following `root`'s children; `None` when no subagent service is mounted.
+/// Starts following `root`'s children; `None` when no plugin delegates to children.
 pub fn follow(
-    subagents: Option<Arc<Subagents>>,
+    subagents: Option<Arc<dyn DelegatedChildren>>,
     root: &AgentHandle,
     sender: UnboundedSender<Tagged>,
 ) -> Option<Children> {
@@ -74,22 +73,21 @@ pub fn follow(
 
 /// Observes the starts of `owner`'s children (the lifecycle events' subject is the parent's
 /// scope, so an observer owned by `owner`'s scope sees exactly its own children).
-fn watch(shared: &Arc<Shared>, subagents: &Arc<Subagents>, owner: &AgentHandle) {
+fn watch(shared: &Arc<Shared>, subagents: &Arc<dyn DelegatedChildren>, owner: &AgentHandle) {
     let weak = Arc::downgrade(shared);
     let service = Arc::downgrade(subagents);
-    let disposer = subagents.events().register(owner.scope(), move |event| {
-        let SubagentEvent::Start(info) = event else {
-            return Ok(());
-        };
-        let (Some(shared), Some(child)) = (weak.upgrade(), info.child.clone()) else {
-            return Ok(());
-        };
-        follow_log(&shared, &child, info.parent_id.clone());
-        if let Some(subagents) = service.upgrade() {
-            watch(&shared, &subagents, &child);
-        }
-        Ok(())
-    });
+    let disposer = subagents.on_start(
+        owner,
+        Arc::new(move |child: &AgentHandle, parent_id: &str| {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            follow_log(&shared, child, parent_id.to_owned());
+            if let Some(subagents) = service.upgrade() {
+                watch(&shared, &subagents, child);
+            }
+        }),
+    );
     lock(&shared.disposers).push(disposer);
 }
 

@@ -200,7 +200,7 @@ pub async fn run<S: Send + 'static>(
     let children = (output == Output::StreamJson)
         .then(|| {
             crate::children::follow(
-                sessions.service::<dsh_subagent::Subagents>(),
+                sessions.service::<dyn dsh_plugin::DelegatedChildren>(),
                 &agent,
                 sender.clone(),
             )

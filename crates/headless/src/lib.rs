@@ -11,7 +11,9 @@
 //! Does not own: argv, the configuration, the composition (`dsh-host`).
 //! Writes: stdout lines only through the [`Io`] the binary hands in (so a closed pipe is the
 //! binary's policy), never `println!`.
-//! Must not depend on: `dsh` (the binary), `dsh-tui`, `dsh-acp`.
+//! Must not depend on: `dsh` (the binary), `dsh-tui`, `dsh-acp`, a capability crate
+//! (`dsh-tool-*`, `dsh-plan-mode`, `dsh-goal`, `dsh-subagent*`; `scripts/check-deps.py`):
+//! delegated children are followed through `dsh_plugin::DelegatedChildren`.
 
 pub mod approval;
 pub mod children;

@@ -97,7 +97,7 @@ pub fn listen() -> std::io::Result<Stops> {
                         Some(()) = hangup.recv() => Stop::Hangup,
                         else => return,
                     };
-                    let killed = dsh_tool_shell::kill_all();
+                    let killed = dsh_process::kill_all();
                     tracing::info!(?stop, killed, "stop signal: tool processes killed");
                     if tx.borrow().is_some() {
                         std::process::exit(i32::from(128 + stop.number()));

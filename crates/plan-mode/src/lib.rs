@@ -59,6 +59,7 @@ impl dsh_plugin::Plugin for PlanModePlugin {
         let host = dsh_plugin::HostServices::of(ctx)?;
         let plan = std::sync::Arc::new(PlanMode::new(config));
         ctx.provide(plan.clone())?;
+        ctx.provide::<dyn dsh_plugin::ModeAxis>(plan.clone())?;
         install(&plan, &host.hooks, &host.prompts, ctx);
         host.presenters
             .register(ctx, "plan/mode", modes::present)

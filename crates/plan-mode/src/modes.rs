@@ -73,6 +73,34 @@ pub fn follow(current: &str, event: &Event) -> Option<String> {
     Some(mode_id(split_mode_id(current).0, active))
 }
 
+/// Plan mode as the front-ends' second mode axis: what ACP offers as `<preset>+plan`, reached
+/// through `dyn dsh_plugin::ModeAxis` so no front-end names this crate.
+impl dsh_plugin::ModeAxis for crate::PlanMode {
+    fn suffix(&self) -> &str {
+        PLAN_SUFFIX
+    }
+
+    fn variant_name(&self, base_name: &str) -> String {
+        plan_mode_name(base_name)
+    }
+
+    fn variant_description(&self, base_description: Option<&str>) -> String {
+        plan_mode_description(base_description)
+    }
+
+    fn is_on(&self, agent: &dsh_agent::AgentHandle) -> bool {
+        self.current(agent)
+    }
+
+    fn set(&self, agent: &dsh_agent::AgentHandle, on: bool) {
+        crate::PlanMode::set(self, agent, on);
+    }
+
+    fn state_of(&self, event: &Event) -> Option<bool> {
+        plan_state_of(event)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +113,21 @@ mod tests {
         assert_eq!(split_mode_id("workspace-write"), ("workspace-write", false));
         // A bare suffix is not a combined id.
         assert_eq!(split_mode_id("+plan"), ("+plan", false));
+    }
+
+    #[test]
+    fn the_mode_axis_composes_the_same_ids() {
+        let plan: std::sync::Arc<dyn dsh_plugin::ModeAxis> =
+            std::sync::Arc::new(crate::PlanMode::new(crate::PlanModeConfig::default()));
+        assert_eq!(plan.mode_id("read-only", true), "read-only+plan");
+        assert_eq!(plan.split_mode_id("read-only+plan"), ("read-only", true));
+        assert_eq!(plan.split_mode_id("+plan"), ("+plan", false));
+        let on = Event::new("plan/mode", 0, 0, serde_json::json!({"active": true}));
+        assert_eq!(
+            plan.follow("workspace-write", &on).as_deref(),
+            Some("workspace-write+plan")
+        );
+        assert_eq!(plan.variant_name("auto"), plan_mode_name("auto"));
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! [`HostServices`] every plugin reaches from its scope (tool registry, agent hooks, prompt
 //! sections, session attachments, the model adapter, host facts), the per-session
 //! [`SessionContext`] (id, cwd, live permissions as typed enums, the durable-event sink), the
-//! [`Sessions`] registry through which per-session pieces attach to each agent's scope, and
-//! the permission [`PRESETS`]. Re-exports the prompt slots ([`Slot`], [`Section`]) the agent
-//! loop assembles.
+//! [`Sessions`] registry through which per-session pieces attach to each agent's scope, the
+//! permission [`PRESETS`], and the traits through which a front-end reaches a plugin's part
+//! without naming its crate ([`ModeAxis`]: plan mode; [`DelegatedChildren`]: subagents).
+//! Re-exports the prompt slots ([`Slot`], [`Section`]) the agent loop assembles.
 //! Does not own: which plugins exist or how configuration is layered (`dsh-host`), any tool.
 //! Must not depend on: a capability crate, `dsh-host`, a front-end.
 
 mod context;
+mod frontend;
 mod services;
 mod sessions;
 mod spec;
@@ -25,6 +27,10 @@ pub use context::SandboxLimits;
 pub use context::SandboxNetwork;
 pub use context::SessionContext;
 pub use context::approval_text;
+pub use frontend::ChildStarted;
+pub use frontend::ChildrenError;
+pub use frontend::DelegatedChildren;
+pub use frontend::ModeAxis;
 pub use services::HostInfo;
 pub use services::HostServices;
 pub use sessions::AttachedSession;

@@ -23,6 +23,7 @@ mod listing;
 mod notice;
 mod output;
 pub mod plugin;
+mod present;
 mod provider;
 mod runtime;
 mod service;

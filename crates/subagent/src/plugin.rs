@@ -192,6 +192,9 @@ impl Plugin for SubagentPlugin {
         )
         .with_sandbox_override(Arc::new(explicit_sandbox));
         let subagents = Subagents::install(ctx, runtime.clone()).map_err(PluginError::other)?;
+        host.presenters
+            .register(ctx, crate::present::KIND, crate::present::present)
+            .map_err(PluginError::other)?;
         let error = |e: SubagentError| PluginError::msg(e.message);
         subagents
             .register_provider(ctx, InProcessProvider::spawn("spawn", runtime.clone()))

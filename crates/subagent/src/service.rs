@@ -149,6 +149,7 @@ impl Subagents {
         let directory = runtime.directory.clone();
         let service = Self::new(runtime);
         scope.provide(service.clone())?;
+        scope.provide::<dyn dsh_plugin::DelegatedChildren>(service.clone())?;
         scope.provide(directory.clone())?;
         scope.provide::<dyn dsh_user_questions::AgentDirectory>(directory)?;
         if let Some(projections) = scope.service::<crate::listing::SessionProjections>() {
@@ -402,5 +403,32 @@ impl Subagents {
                 agent.cancel(dsh_agent::AbortReason::Disposed, false);
             }
         }
+    }
+}
+
+/// The front-ends' view of delegation (`dsh exec` follows children's events, ACP settles them
+/// on shutdown) without naming this crate.
+impl dsh_plugin::DelegatedChildren for Subagents {
+    fn on_start(&self, owner: &AgentHandle, started: dsh_plugin::ChildStarted) -> Disposer {
+        self.events.register(owner.scope(), move |event| {
+            if let SubagentEvent::Start(info) = event
+                && let Some(child) = &info.child
+            {
+                started(child, &info.parent_id);
+            }
+            Ok(())
+        })
+    }
+
+    fn drain<'a>(
+        &'a self,
+        parents: &'a [AgentHandle],
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), dsh_plugin::ChildrenError>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            self.drain_continuable_descendants(parents)
+                .await
+                .map_err(|error| Box::new(error) as dsh_plugin::ChildrenError)
+        })
     }
 }

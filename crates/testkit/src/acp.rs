@@ -331,6 +331,21 @@ impl Driver<'_> {
                 }
                 Ok(())
             }
+            // The replay half of live = replay: an editor reopening a stored session.
+            "loadSession" => {
+                let session_id = step
+                    .str_arg("sessionId")
+                    .ok_or("loadSession without sessionId")?
+                    .to_owned();
+                let params = json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []});
+                let id = self.send("session/load", params).await?;
+                let resp = self.response(id, timeout).await?;
+                if let Some(error) = resp.get("error") {
+                    return Err(format!("session/load failed: {error}"));
+                }
+                self.session_id = Some(session_id);
+                Ok(())
+            }
             "prompt" | "promptContent" | "promptExpectError" | "promptAndWaitForAgentMessage" => {
                 let from = self.line_count();
                 let params =

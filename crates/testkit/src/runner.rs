@@ -325,6 +325,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             failures.extend(run.failures);
             let kinds = judge::request_kinds(&spec.prompt_steps);
             judge::judge_acp(&kinds, &expected, &run.lines, &norm, &mut failures);
+            acp_live_equals_load(&ctx, &run.lines, &mut failures).await;
             run.stderr
         }
         "headless" => {
@@ -362,6 +363,44 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
         &mut failures,
     );
     Ok((failures, parity, stderr))
+}
+
+/// Live = replay over the wire: each session the live run created is loaded again by a fresh
+/// `dsh acp` (`session/load`, as an editor reopening it), and its transcript updates must equal
+/// the live ones (`transcript_check::acp_transcript` lists what may differ). Only for an agent
+/// that offers `session/load` (`agentCapabilities.loadSession`; dsh does, and its ACP snapshot
+/// tests pin the `initialize` answer).
+async fn acp_live_equals_load(ctx: &RunContext<'_>, live: &[Value], failures: &mut Vec<String>) {
+    let loads = live.iter().any(|line| {
+        line.pointer("/result/agentCapabilities/loadSession")
+            .and_then(Value::as_bool)
+            == Some(true)
+    });
+    if !loads {
+        return;
+    }
+    for session in crate::transcript_check::acp_sessions(live) {
+        let steps: Vec<crate::scenario::Step> = match serde_json::from_value(serde_json::json!([
+            {"op": "initialize"},
+            {"op": "loadSession", "sessionId": session},
+        ])) {
+            Ok(steps) => steps,
+            Err(error) => {
+                failures.push(format!("acp: cannot script the load of {session}: {error}"));
+                continue;
+            }
+        };
+        let load = acp::run(ctx, &steps, &[]).await;
+        if !load.failures.is_empty() {
+            failures.extend(
+                load.failures
+                    .into_iter()
+                    .map(|failure| format!("acp: loading {session}: {failure}")),
+            );
+            continue;
+        }
+        crate::transcript_check::judge_acp_live_equals_load(&session, live, &load.lines, failures);
+    }
 }
 
 /// Runs every scenario in order, calling `on_report` as each finishes.

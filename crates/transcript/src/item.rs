@@ -192,14 +192,18 @@ pub struct Notice {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalAsked {
-    pub call_id: String,
+    /// The request's id; its [`ApprovalSettled`] carries the same.
+    pub id: String,
+    /// The tool call it gates, when it gates one.
+    pub call_id: Option<String>,
     pub tool: String,
     pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApprovalSettled {
-    pub call_id: String,
+    /// The id of the [`ApprovalAsked`] it answers.
+    pub id: String,
     /// A short word for the outcome (`"approved"`, `"rejected"`).
     pub outcome: String,
 }
@@ -212,8 +216,9 @@ pub struct QuestionAsked {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildProgress {
-    /// The child's session id.
-    pub session_id: String,
+    /// The child's session id; `None` for the session whose transcript this is (a child's
+    /// own log says what it was delegated as).
+    pub session_id: Option<String>,
     /// A line about what it does now.
     pub text: String,
 }

@@ -6,7 +6,8 @@
 //! [`TuiQuestions`]), live tool output into running cards ([`LiveOutput`]), the event loop and terminal safety (raw mode/alternate screen restored on
 //! exit, panic and SIGTERM), the trust question asked before it starts ([`ask_trust`]).
 //! Does not own: how agents are composed (`dsh_host::SessionHost` supplies them), tools, models.
-//! Must not depend on: `dsh-cli`, `dsh-acp`, concrete tool crates, HTTP.
+//! Must not depend on: `dsh-cli`, `dsh-acp`, a capability crate (`dsh-tool-*`,
+//! `dsh-plan-mode`, `dsh-goal`, `dsh-subagent*`; `scripts/check-deps.py`), HTTP.
 
 mod app;
 mod approval;
