@@ -809,14 +809,16 @@ impl Bridge {
             (sessions, std::mem::take(&mut state.viewing))
         };
         if self.shared.is_some() {
-            // The sessions belong to the server: this connection only stops watching. Its
-            // prompts still settle (their answers have nowhere to go); the turns run on.
+            // The sessions belong to the server: this connection only stops watching, and the
+            // turns run on. Its open prompts are answered when they settle (when the server
+            // stops, it ends the sessions first, so they settle at once).
             for session in &sessions {
                 if let Some(viewer) = viewing.get(&session.id) {
                     session.detach(*viewer);
                 }
             }
             self.tasks.close();
+            self.tasks.wait().await;
             return Ok(());
         }
         for session in &sessions {

@@ -20,6 +20,9 @@ pub struct WebArgs {
     /// public name. Repeatable.
     #[arg(long = "trusted-host", value_name = "AUTHORITY")]
     trusted_hosts: Vec<String>,
+    /// A folder the workspace picker may browse (default: your home folder). Repeatable.
+    #[arg(long = "root", value_name = "DIR")]
+    roots: Vec<PathBuf>,
     /// The folder whose configuration the server loads (default: the current folder).
     /// Sessions choose their own folders.
     #[arg(long, short = 'C')]
@@ -65,6 +68,14 @@ pub fn run(args: WebArgs) -> anyhow::Result<ExitCode> {
             trusted_hosts: args.trusted_hosts,
             access_secret: secret,
             viewer_queue_bytes: None,
+            roots: if args.roots.is_empty() {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .into_iter()
+                    .collect()
+            } else {
+                args.roots
+            },
         };
         dsh_web::check(&config, local)?;
         let host = crate::host::start(&cwd, crate::host::overrides()).await?;

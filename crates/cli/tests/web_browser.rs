@@ -161,8 +161,10 @@ async fn the_browser_app_works_in_chromium_and_resumes_after_a_restart() {
         "[plugins.session-title]\nenabled = false\n",
     )
     .unwrap();
-    let workspace_dir = tempfile::tempdir().unwrap();
-    let workspace = workspace_dir.path().canonicalize().unwrap();
+    // Inside the home folder: the folder browser's default root.
+    let workspace = home.path().join("project");
+    std::fs::create_dir(&workspace).unwrap();
+    let workspace = workspace.canonicalize().unwrap();
 
     let (web, url) = start_web(home.path(), &workspace, &model.url()).await;
     run_suite(&suite, &url, &workspace, "live").await;

@@ -174,11 +174,8 @@ pub(crate) async fn serve_socket(
         let stop = stop.clone();
         tokio::spawn(async move {
             loop {
-                let next = tokio::select! {
-                    next = queue.next() => next,
-                    () = stop.cancelled() => Next::Finished,
-                };
-                match next {
+                // At a stop the agent side ends after the last answers; they go out first.
+                match queue.next().await {
                     Next::Frame(frame) => {
                         if sink.send(Message::Text(frame.into())).await.is_err() {
                             break;

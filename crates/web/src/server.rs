@@ -39,6 +39,8 @@ pub struct WebConfig {
     pub trusted_hosts: Vec<String>,
     /// The access secret (`DSH_ACCESS_SECRET`); blank counts as none.
     pub access_secret: Option<String>,
+    /// The folders the workspace picker may list (and their sub-folders).
+    pub roots: Vec<std::path::PathBuf>,
     /// The most frame bytes held for a viewer that is not reading before it is dropped
     /// (default [`crate::VIEWER_QUEUE_BYTES`]).
     pub viewer_queue_bytes: Option<usize>,
@@ -50,6 +52,8 @@ pub(crate) struct App {
     pub(crate) live: dsh_acp::LiveSessions,
     pub(crate) bridge: dsh_acp::BridgeConfig,
     pub(crate) viewer_queue_bytes: usize,
+    /// Canonical folder roots of the picker.
+    pub(crate) roots: Vec<std::path::PathBuf>,
     pub(crate) gate: Gate,
     /// Fired when the server stops: every socket ends its connection.
     pub(crate) stop: CancellationToken,
@@ -97,6 +101,11 @@ pub async fn serve(
         viewer_queue_bytes: config
             .viewer_queue_bytes
             .unwrap_or(crate::acp_ws::VIEWER_QUEUE_BYTES),
+        roots: config
+            .roots
+            .iter()
+            .filter_map(|root| std::fs::canonicalize(root).ok())
+            .collect(),
         gate: Gate::new(local, config.host.as_deref(), &config.trusted_hosts, secret),
         stop: CancellationToken::new(),
         sockets: TaskTracker::new(),
@@ -112,12 +121,18 @@ pub async fn serve(
         stopping.cancel();
     })
     .await?;
-    app.stop.cancel();
-    // The sockets close (each connection detaches) while the sessions are ended: turns
-    // cancelled, prompts answered, agents disposed with their logs synced.
-    app.sockets.close();
+    // First the sessions end while every socket is still open: turns cancelled, agents
+    // disposed with their logs synced, so each open prompt's answer ("cancelled") reaches its
+    // client. Then the sockets close, each after its queued frames (close code 1001).
     app.live.shutdown().await;
-    app.sockets.wait().await;
+    app.stop.cancel();
+    app.sockets.close();
+    if tokio::time::timeout(SOCKET_DRAIN, app.sockets.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some viewers did not take their last frames in time");
+    }
     Ok(())
 }
 
@@ -217,6 +232,9 @@ async fn acp(
             ))
         })
 }
+
+/// How long a stopping server waits for its sockets to take their last frames.
+const SOCKET_DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The largest login body (upstream's).
 const MAX_LOGIN_BODY: usize = 4096;

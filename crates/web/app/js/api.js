@@ -27,10 +27,9 @@ async function call(method, path, body) {
 
 export const api = {
   status: () => call('GET', '/api/status'),
-  listDirectory: (path) => call('GET', `/api/fs/list${path ? `?path=${encodeURIComponent(path)}` : ''}`),
+  folders: (path) => call('GET', `/api/folders${path ? `?path=${encodeURIComponent(path)}` : ''}`),
+  recent: () => call('GET', '/api/recent'),
+  sessions: () => call('GET', '/api/sessions'),
   settings: () => call('GET', '/api/settings'),
-  saveSettings: (changes) => call('POST', '/api/settings', changes),
-  sessionTree: () => call('GET', '/api/sessions/tree'),
-  files: (sessionCwd, prefix) =>
-    call('GET', `/api/fs/files?cwd=${encodeURIComponent(sessionCwd)}&prefix=${encodeURIComponent(prefix)}`),
+  saveSettings: (changes) => call('PUT', '/api/settings', changes),
 };

@@ -243,9 +243,9 @@ async function refreshSessions() {
     toast(`Could not list sessions: ${error.message}`, 'error');
   }
   try {
-    const tree = await api.sessionTree();
+    const listed = await api.sessions();
     state.tree = new Map();
-    for (const node of tree?.sessions || tree?.children || []) {
+    for (const node of listed?.sessions || []) {
       if (node.parentSessionId) {
         const list = state.tree.get(node.parentSessionId) || [];
         list.push(node);
@@ -311,7 +311,7 @@ function sessionRow(session, children) {
       const row = el('li');
       const a = el('a', 'session-row child');
       a.href = `#/s/${encodeURIComponent(child.sessionId)}`;
-      a.append(el('span', `row-status ${child.running ? 'running' : ''}`), el('span', 'row-title', child.title || child.label || child.sessionId));
+      a.append(el('span', `row-status ${child.running || child.live ? 'running' : ''}`), el('span', 'row-title', child.title || child.label || child.sessionId));
       row.append(a);
       nested.append(row);
     }
@@ -571,7 +571,7 @@ function updateComposer() {
     ? 'Choose a folder to start a session'
     : busy(view.id)
       ? 'Queue a follow-up… (sent when this turn ends)'
-      : 'Ask dsh…  (/ for commands, @ for files)';
+      : 'Ask dsh…  (/ for commands)';
   $('send').disabled = input.disabled;
   $('send').textContent = view && busy(view.id) ? 'Queue' : 'Send';
   $('stop').hidden = !(view && busy(view.id));
@@ -782,6 +782,7 @@ async function updateCompletion() {
     const start = upto.length - prefix.length - 1;
     const ticket = ++fileLookup;
     try {
+      if (!api.files) return closeCompletion();
       const result = await api.files(view.cwd, prefix);
       if (ticket !== fileLookup) return;
       const items = (result?.entries || []).slice(0, 20).map((entry) => {
@@ -1099,7 +1100,8 @@ async function openNewDialog() {
   const dialog = $('new-dialog');
   const recent = $('recent-folders');
   recent.replaceChildren();
-  const folders = [...new Set([...recentFolders(), ...state.sessions.map((s) => s.cwd).filter(Boolean)])].slice(0, 6);
+  const served = await api.recent().then((r) => r?.folders || [], () => []);
+  const folders = [...new Set([...recentFolders(), ...served, ...state.sessions.map((s) => s.cwd).filter(Boolean)])].slice(0, 6);
   if (folders.length) {
     recent.append(el('h3', null, 'Recent'));
     for (const folder of folders) {
@@ -1121,7 +1123,7 @@ async function browse(path) {
   const error = $('dir-error');
   error.hidden = true;
   try {
-    const result = await api.listDirectory(path);
+    const result = await api.folders(path);
     // What the person typed meanwhile wins over the listing that arrives late.
     const input = $('path-input');
     if (input.value === '' || input.value === picker.shown || input.value === path) input.value = result.path;
@@ -1138,9 +1140,14 @@ async function browse(path) {
   }
 }
 
+function crumbsOf(path) {
+  const names = String(path || '').split('/').filter(Boolean);
+  return [{ name: '/', path: '/' }, ...names.map((name, i) => ({ name, path: `/${names.slice(0, i + 1).join('/')}` }))];
+}
+
 function renderCrumbs(result) {
   const crumbs = $('crumbs');
-  const parts = result.crumbs || [];
+  const parts = result.crumbs || crumbsOf(result.path);
   crumbs.replaceChildren(
     ...parts.map((crumb, i) => {
       const button = el('button', crumb.path === '/' ? 'crumb root' : 'crumb', crumb.name || crumb.path);
@@ -1204,13 +1211,16 @@ async function openSettings() {
     $('set-base-url').value = settings.base_url || settings.baseUrl || '';
     $('set-sandbox').value = settings.sandbox || 'workspace-write';
     $('set-approval').value = settings.approval || 'ask';
-    const keySet = settings.api_key_set ?? settings.apiKeySet;
-    $('key-state').textContent = keySet
-      ? 'A key is saved. It is never shown again; type a new one to replace it.'
-      : 'No key is saved yet.';
+    const keySet = settings.keySet ?? settings.api_key_set;
+    $('key-state').textContent = `${keySet ? 'A key is set. It is never shown again; type a new one to replace it.' : 'No key is set yet.'}${
+      settings.apiKeyEnv ? ` (read from ${settings.apiKeyEnv})` : ''}`;
     const status = await api.status().catch(() => null);
     const writable = settings.writable !== false && status?.local !== false;
-    $('settings-note').textContent = writable ? '' : 'Settings can be changed only from the machine dsh runs on.';
+    $('settings-note').textContent = writable
+      ? ''
+      : status?.local === false
+        ? 'Settings can be changed only from the machine dsh runs on.'
+        : 'This server does not change settings yet: edit $DSH_HOME/config.toml and the environment.';
     for (const field of $('settings-form').querySelectorAll('input, select')) field.disabled = !writable;
     $('settings-save').hidden = !writable;
   } catch (error) {
