@@ -59,6 +59,7 @@ fn missing(suite: &Path) -> Option<String> {
 /// `dsh web --port 0` in `workspace`, and the URL it printed.
 async fn start_web(
     home: &Path,
+    dsh_home: &Path,
     workspace: &Path,
     model_url: &str,
 ) -> (tokio::process::Child, String) {
@@ -73,7 +74,7 @@ async fn start_web(
         .arg(workspace)
         .current_dir(workspace)
         .env("HOME", home)
-        .env("DSH_HOME", home)
+        .env("DSH_HOME", dsh_home)
         .env("DEEPSEEK_API_KEY", "replay-key")
         .env("DEEPSEEK_BASE_URL", model_url)
         .stdin(Stdio::null())
@@ -155,9 +156,12 @@ async fn the_browser_app_works_in_chromium_and_resumes_after_a_restart() {
     let model = ReplayServer::start(&scenario, ([127, 0, 0, 1], 0).into(), None)
         .await
         .unwrap();
+    // HOME holds the workspace (the folder browser's default root); DSH_HOME is apart from it,
+    // as the file policy keeps tools out of dsh's own folder.
     let home = tempfile::tempdir().unwrap();
+    let dsh_home = tempfile::tempdir().unwrap();
     std::fs::write(
-        home.path().join("config.toml"),
+        dsh_home.path().join("config.toml"),
         "[plugins.session-title]\nenabled = false\n",
     )
     .unwrap();
@@ -166,13 +170,13 @@ async fn the_browser_app_works_in_chromium_and_resumes_after_a_restart() {
     std::fs::create_dir(&workspace).unwrap();
     let workspace = workspace.canonicalize().unwrap();
 
-    let (web, url) = start_web(home.path(), &workspace, &model.url()).await;
+    let (web, url) = start_web(home.path(), dsh_home.path(), &workspace, &model.url()).await;
     run_suite(&suite, &url, &workspace, "live").await;
     stop(web).await;
     assert!(model.unanswered().is_empty(), "{:?}", model.unanswered());
     assert!(model.unconsumed().is_empty(), "{:?}", model.unconsumed());
 
-    let (web, url) = start_web(home.path(), &workspace, &model.url()).await;
+    let (web, url) = start_web(home.path(), dsh_home.path(), &workspace, &model.url()).await;
     run_suite(&suite, &url, &workspace, "resume").await;
     stop(web).await;
     assert!(model.unanswered().is_empty(), "{:?}", model.unanswered());
