@@ -17,7 +17,7 @@ use dsh_tools::ApprovalOutcome;
 use dsh_tools::ApprovalRequest;
 use dsh_tools::ApprovalService;
 
-use crate::session::lock;
+use dsh_sync::lock;
 
 pub(crate) const ALLOW_ONCE: &str = "allow-once";
 pub(crate) const ALLOW_ALWAYS: &str = "allow-always";

@@ -65,8 +65,8 @@ use crate::host::ModeState;
 use crate::prompt;
 use crate::session::PromptSlot;
 use crate::session::Session;
-use crate::session::lock;
 use crate::time::iso_millis;
+use dsh_sync::lock;
 
 /// How the bridge introduces itself at `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq)]

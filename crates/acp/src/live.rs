@@ -30,7 +30,7 @@ use dsh_tools::ToolOutputSink;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::lock;
+use dsh_sync::lock;
 
 /// Per call: the most output held for the client (the bash tool's own in-memory tail).
 pub(crate) const LIVE_TAIL_BYTES: usize = 64_000;

@@ -5,12 +5,11 @@
 //! only enqueues frames, so every update of a turn is queued before the agent can go idle, and
 //! a prompt response sent after `when_idle` always follows its updates.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -42,11 +41,6 @@ use crate::host::SessionParts;
 use crate::live::FlushTarget;
 use crate::live::LiveOutput;
 use crate::mapping::Presenter;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves its data consistent, so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What the client offered at `initialize` that changes how a session is wired.
 #[derive(Debug, Clone, Copy, Default)]

@@ -4,10 +4,9 @@
 //! `.await`, never while a listener runs). Inbox mutations are additionally serialised by a
 //! `gate` so the durable splice and the live change happen as one step.
 
+use dsh_sync::lock;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::sync::Weak;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
@@ -149,11 +148,6 @@ pub(crate) struct Inner {
     pub(crate) gate: Mutex<()>,
     pub(crate) state: Mutex<State>,
     pub(crate) idle: watch::Sender<bool>,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Critical sections never panic halfway through a change, so a poisoned lock is consistent.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The agent factory.

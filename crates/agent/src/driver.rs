@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::AgentHandle;
 use crate::agent::OpenedTurn;
 use crate::agent::is_snapshot_source;
-use crate::agent::lock;
 use crate::error::TurnError;
 use crate::error::error_chain;
 use crate::hooks::AgentEvent;
@@ -38,6 +37,7 @@ use crate::prompt::assemble;
 use crate::prompt::complete_section;
 use crate::prompt::order_tools;
 use crate::prompt::render_contexts;
+use dsh_sync::lock;
 
 /// The evaluated prompt inputs of one step.
 pub(crate) struct StepAssembly {

@@ -9,9 +9,9 @@ use dsh_session::data::InboxTarget;
 use dsh_session::data::SpliceOutcome;
 
 use crate::agent::AgentHandle;
-use crate::agent::lock;
 use crate::error::AgentError;
 use crate::hooks::AgentEvent;
+use dsh_sync::lock;
 
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Inbox {

@@ -7,8 +7,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentHandle;
 use crate::agent::Phase;
-use crate::agent::lock;
 use crate::error::AgentError;
+use dsh_sync::lock;
 
 /// Held idle admission; dropping it ends the maintenance phase.
 #[derive(Debug)]

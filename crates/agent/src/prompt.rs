@@ -5,6 +5,7 @@
 //! is strict so a typo in a template fails the turn before any request is sent, instead of
 //! silently shipping `{{modle}}` to the model.
 
+use dsh_sync::lock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -194,22 +195,16 @@ impl PromptRegistry {
 
     fn add(&self, owner: &Scope, kind: EntryKind, section: Section) -> Disposer {
         let id = self.next_id();
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(Entry {
-                id,
-                owner: owner.clone(),
-                kind,
-                section,
-            });
+        dsh_sync::lock(&self.entries).push(Entry {
+            id,
+            owner: owner.clone(),
+            kind,
+            section,
+        });
         let entries = Arc::downgrade(&self.entries);
         owner.defer(move || {
             if let Some(entries) = entries.upgrade() {
-                entries
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .retain(|e| e.id != id);
+                dsh_sync::lock(&entries).retain(|e| e.id != id);
             }
         })
     }
@@ -217,10 +212,7 @@ impl PromptRegistry {
     /// `(sections, contexts)` visible to `agent`: global ones first, then the agent's scoped
     /// ones, each in registration order (so scoped entries shadow global ones by name).
     pub fn visible(&self, agent: &Scope) -> (Vec<Section>, Vec<Section>) {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entries = dsh_sync::lock(&self.entries);
         let mut sections = Vec::new();
         let mut contexts = Vec::new();
         for scoped in [false, true] {
@@ -241,12 +233,6 @@ impl PromptRegistry {
         }
         (sections, contexts)
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Orders tool schemas: by `order` (listed names at their position, unlisted ones sorted at

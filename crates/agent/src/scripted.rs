@@ -1,11 +1,10 @@
 //! A scripted in-process model (§6.1 `MockAdapter`) for driving the real loop in tests: a queue
 //! of responses yielded as stream chunks, recording every request it receives.
 
+use dsh_sync::lock;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use dsh_llm::ChunkStream;
@@ -67,10 +66,6 @@ impl std::fmt::Debug for ScriptedAdapter {
             .field("provider", &self.provider)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl ScriptedAdapter {

@@ -32,7 +32,6 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::AgentHandle;
-use crate::agent::lock;
 use crate::driver::StepAssembly;
 use crate::driver::check;
 use crate::error::TurnError;
@@ -42,6 +41,7 @@ use crate::hooks::Recovery;
 use crate::hooks::RequestErrorInput;
 use crate::hooks::RequestInput;
 use crate::prompt::render_system;
+use dsh_sync::lock;
 
 /// The code of a route no adapter serves.
 pub const NO_ADAPTER: &str = "NO_ADAPTER";

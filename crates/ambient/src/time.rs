@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::AgentHooks;
@@ -281,7 +280,7 @@ impl TimeContext {
     ) -> Result<Option<Message>, TimeContextError> {
         let now = (self.clock)();
         let fold = {
-            let mut folds = self.folds.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut folds = dsh_sync::lock(&self.folds);
             let fold = folds.entry(agent.id().to_owned()).or_default();
             fold.catch_up(agent.log());
             fold.clone()

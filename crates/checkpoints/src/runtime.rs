@@ -6,7 +6,6 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::PreStepInput;
 use dsh_agent::TurnStopping;
@@ -110,7 +109,7 @@ impl Checkpoints {
 
     /// The store of `cwd` (opened once; a refusal is remembered and reported each time).
     pub fn store(&self, cwd: &Path) -> Result<Store, CheckpointError> {
-        let mut stores = self.stores.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stores = dsh_sync::lock(&self.stores);
         let entry = stores.entry(cwd.to_path_buf()).or_insert_with(|| {
             admissible(cwd)
                 .and_then(|()| Store::open(&self.home, cwd, self.limits.clone()))
@@ -121,7 +120,7 @@ impl Checkpoints {
 
     /// The session's fold, brought up to date.
     pub fn timeline(&self, log: &SessionLog) -> Result<Timeline, CheckpointError> {
-        let mut folds = self.folds.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut folds = dsh_sync::lock(&self.folds);
         let fold = folds.entry(log.id().to_owned()).or_default();
         log.catch_up(fold)?;
         Ok(fold.clone())

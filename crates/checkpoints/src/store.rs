@@ -20,7 +20,6 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use sha2::Digest;
@@ -122,9 +121,7 @@ impl Store {
             )));
         }
         let git_dir = store_dir(home, &work_tree);
-        let lock = store_locks()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let lock = dsh_sync::lock(store_locks())
             .entry(git_dir.clone())
             .or_default()
             .clone();
@@ -299,7 +296,7 @@ impl Store {
     /// Records the workspace as it is and returns the id of its tree. An unchanged workspace
     /// costs two git runs and no copy: git's index stat cache finds nothing to hash.
     pub fn snapshot(&self) -> Result<String, CheckpointError> {
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = dsh_sync::lock(&self.lock);
         self.check_config()?;
         // Another file system mounted inside the workspace is not snapshotted: git never
         // enters it (one that stopped answering would hang the walk), and what an earlier
@@ -437,7 +434,7 @@ impl Store {
         if write.is_empty() && delete.is_empty() {
             return Ok(());
         }
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = dsh_sync::lock(&self.lock);
         self.check_config()?;
         for path in write.iter().chain(delete) {
             check_relative(path)?;
@@ -554,7 +551,7 @@ impl Store {
         if loose <= limit {
             return Ok(false);
         }
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = dsh_sync::lock(&self.lock);
         self.git(&["repack", "-d", "-q"], None, None)?;
         self.git(&["prune-packed", "-q"], None, None)?;
         Ok(true)
@@ -566,7 +563,7 @@ impl Store {
         if self.disk_bytes()? <= budget {
             return Ok(0);
         }
-        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = dsh_sync::lock(&self.lock);
         let refs = self.git_text(&["for-each-ref", "--format=%(refname)", "refs/dsh/"])?;
         // Ref names start with a zero-padded time: sorting by name is oldest first.
         let mut names: Vec<&str> = refs.lines().filter(|l| !l.is_empty()).collect();

@@ -34,18 +34,12 @@ pub(crate) struct RunOver(Mutex<Option<String>>);
 
 impl RunOver {
     pub fn reason(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        dsh_sync::lock(&self.0).clone()
     }
     /// Marks the run over (first reason wins) and aborts the run controller.
     pub fn end(&self, reason: &str, controller: &CancellationToken) {
         {
-            let mut slot = self
-                .0
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut slot = dsh_sync::lock(&self.0);
             if slot.is_none() {
                 *slot = Some(reason.to_owned());
             }

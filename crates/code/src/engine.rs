@@ -1,6 +1,7 @@
 //! The QuickJS side of a run: one fresh engine on its own thread per program. Talks to the
 //! host only through [`HostCall`]s and the shared [`RunState`] (stop reason, busy meter, logs).
 
+use dsh_sync::lock;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -106,12 +107,6 @@ pub(crate) struct RunState {
     deadline: Instant,
     wall_ms: u64,
     compute: Duration,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl RunState {

@@ -257,13 +257,7 @@ async fn run(
         }
     }
     drop(pending);
-    let ledger = std::mem::replace(
-        &mut *state
-            .ledger
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-        engine::Ledger::new(0),
-    );
+    let ledger = std::mem::replace(&mut *dsh_sync::lock(&state.ledger), engine::Ledger::new(0));
     let max = ledger.max();
     let over = |logs: Vec<String>| {
         CodeRunResult::failed(

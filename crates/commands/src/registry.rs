@@ -1,10 +1,9 @@
 //! The registry: definitions with scope visibility, change listeners, and execution.
 
+use dsh_sync::lock;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
@@ -24,11 +23,6 @@ use crate::error::CommandError;
 use crate::kind;
 use crate::parse::is_valid_name;
 use crate::parse::parse_command;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Critical sections only move entries in and out; a poisoned lock still holds valid data.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What a command takes after its name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -5,12 +5,11 @@
 //! the newest `session/end-seed`. The check and the append of `compaction/start` happen under
 //! one short mutex with no await in between, and the three commit appends are contiguous.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_llm::ModelAdapter;
@@ -168,10 +167,6 @@ impl LogFold for LockFold {
 struct OverflowState {
     retries: u64,
     checked_to: u64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The compaction capability of a composition.

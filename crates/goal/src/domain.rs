@@ -1,10 +1,10 @@
 //! The goal domain: the log fold, the mutation rules with upstream's exact errors, and the
 //! process-local activation.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_session::Event;
@@ -324,10 +324,6 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn quote(text: &str) -> String {

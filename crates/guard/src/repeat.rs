@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHooks;
 use dsh_kernel::Disposer;
@@ -213,7 +212,7 @@ struct Chains(Mutex<HashMap<ScopeId, (String, u64)>>);
 
 impl Chains {
     fn bump(&self, agent: ScopeId, key: String) -> u64 {
-        let mut chains = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut chains = dsh_sync::lock(&self.0);
         let entry = chains.entry(agent).or_insert_with(|| (String::new(), 0));
         if entry.0 == key {
             entry.1 += 1;
@@ -224,10 +223,7 @@ impl Chains {
     }
 
     fn reset(&self, agent: ScopeId) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&agent);
+        dsh_sync::lock(&self.0).remove(&agent);
     }
 }
 

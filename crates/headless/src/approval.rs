@@ -122,10 +122,7 @@ pub fn progress_line(item: &Item) -> Option<String> {
 pub fn progress(agent: &AgentHandle, presentation: Presentation, io: Io) -> Subscription {
     let fold = Mutex::new(Fold::new());
     agent.log().on_event(move |event| {
-        let items = fold
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply(&presentation, event);
+        let items = dsh_sync::lock(&fold).apply(&presentation, event);
         for item in items {
             if let Some(line) = progress_line(&item.item) {
                 io.note(&line);

@@ -1,9 +1,9 @@
 //! `exec --output stream-json`: the events of delegated in-process children (and theirs), on the
 //! same stream as the parent's, each tagged with the child's session id and its parent's.
 
+use dsh_sync::lock;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::Weak;
 
 use dsh_agent::AgentHandle;
@@ -19,10 +19,6 @@ pub struct Tagged {
     /// The delegating session, for a child's events.
     pub parent: Option<String>,
     pub event: Arc<Event>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[derive(Default)]

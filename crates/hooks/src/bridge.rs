@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -737,10 +736,7 @@ impl HookBridge {
         if self.dialect != Dialect::ClaudeCode || self.file.groups(event).is_empty() {
             return;
         }
-        self.children
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(run.run_id.clone(), run.child.clone());
+        dsh_sync::lock(&self.children).insert(run.run_id.clone(), run.child.clone());
         let me = self.clone();
         let signal = self.lifetime.child_token();
         self.spawn_detached("SubagentStart", async move {
@@ -767,11 +763,7 @@ impl HookBridge {
     /// `SubagentStop` (Claude Code): observe-only, run detached.
     pub fn subagent_end(self: &Arc<Self>, run: SubagentRun) {
         let event = Event::SubagentStop;
-        let remembered = self
-            .children
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&run.run_id);
+        let remembered = dsh_sync::lock(&self.children).remove(&run.run_id);
         if self.dialect != Dialect::ClaudeCode || self.file.groups(event).is_empty() {
             return;
         }

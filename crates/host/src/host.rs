@@ -3,11 +3,11 @@
 //! in its own scope — plus hot reload. [`SessionHost`]: the one session API the front-ends
 //! share (create, load, list, fork, children, presets).
 
+use dsh_sync::lock;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::Agent;
 use dsh_agent::AgentConfig;
@@ -210,10 +210,6 @@ impl std::fmt::Debug for Host {
             .field("home", &self.inner.services.info.home)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Host {

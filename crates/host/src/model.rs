@@ -45,18 +45,12 @@ impl RoutedAdapter {
     }
 
     fn current(&self) -> Arc<dyn ModelAdapter> {
-        self.current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        dsh_sync::read(&self.current).clone()
     }
 
     /// Swaps the inner adapter; requests already streaming keep the old one.
     pub fn replace(&self, inner: Arc<dyn ModelAdapter>) {
-        *self
-            .current
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = inner;
+        *dsh_sync::write(&self.current) = inner;
     }
 }
 

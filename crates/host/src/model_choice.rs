@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::CallConfig;
@@ -44,10 +43,7 @@ impl Choice {
             .hooks()
             .request
             .register(agent.scope(), move |input, next| {
-                let selected = selected
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let selected = dsh_sync::lock(&selected).clone();
                 Box::pin(async move {
                     let config = next.run(input).await?;
                     Ok(match selected {
@@ -61,14 +57,11 @@ impl Choice {
     }
 
     fn set(&self, model: &str) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(model.to_owned());
+        *dsh_sync::lock(&self.0) = Some(model.to_owned());
     }
 
     fn get(&self) -> Option<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        dsh_sync::lock(&self.0).clone()
     }
 }
 

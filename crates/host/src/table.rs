@@ -9,7 +9,11 @@ use crate::permissions::SandboxPlugin;
 
 /// The built-in plugins, in mount order.
 pub fn builtin_plugins() -> Vec<PluginSpec> {
-    vec![
+    #[cfg_attr(
+        not(feature = "test-fixtures"),
+        expect(unused_mut, reason = "only a test build adds lines")
+    )]
+    let mut table = vec![
         PluginSpec::of::<SandboxPlugin>(),
         PluginSpec::of::<ApprovalPlugin>(),
         PluginSpec::of::<dsh_approval::UserApprovalPlugin>(),
@@ -38,7 +42,6 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_compaction::ToolResultPrunerPlugin>(),
         PluginSpec::of::<dsh_compaction::CompactionPlugin>(),
         PluginSpec::of::<dsh_instructions::WorkspaceInstructionsPlugin>(),
-        PluginSpec::of::<dsh_instructions::WorkspaceContextCompactionFixture>(),
         PluginSpec::of::<dsh_references::FileReferencesPlugin>(),
         PluginSpec::of::<dsh_references::SessionReferencesPlugin>(),
         PluginSpec::of::<dsh_ambient::TimeContextPlugin>(),
@@ -54,5 +57,9 @@ pub fn builtin_plugins() -> Vec<PluginSpec> {
         PluginSpec::of::<dsh_subagent_remote::RemoteSubagentsPlugin>(),
         // Last: a preset's tool filter names the tools every other per-session piece attached.
         PluginSpec::of::<dsh_presets::PresetsPlugin>(),
-    ]
+    ];
+    // Test builds only (`dsh-host/test-fixtures`): the fixture plugins, off by default.
+    #[cfg(feature = "test-fixtures")]
+    dsh_test_fixtures::insert_into(&mut table);
+    table
 }

@@ -390,7 +390,7 @@ struct Flaky {
 }
 
 impl InstructionFs for Flaky {
-    fn exists(&self, path: &Path) -> Result<bool, String> {
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
         LocalFs.exists(path)
     }
     fn probe_file(&self, path: &Path) -> Probe {

@@ -35,7 +35,7 @@ pub enum ReadOutcome {
 /// The provider the plugin reads through.
 pub trait InstructionFs: Send + Sync {
     /// Whether anything exists at `path` (a project-root marker of any type).
-    fn exists(&self, path: &Path) -> Result<bool, String>;
+    fn exists(&self, path: &Path) -> std::io::Result<bool>;
     /// A regular file at `path`, following a final symlink.
     fn probe_file(&self, path: &Path) -> Probe;
     /// UTF-8 text of `path`, at most `max` bytes.
@@ -59,11 +59,11 @@ fn version(meta: &std::fs::Metadata) -> FileVersion {
 }
 
 impl InstructionFs for LocalFs {
-    fn exists(&self, path: &Path) -> Result<bool, String> {
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
         match std::fs::symlink_metadata(path) {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e),
         }
     }
 

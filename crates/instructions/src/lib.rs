@@ -12,7 +12,6 @@
 
 mod compose;
 mod config;
-mod fixture;
 mod fs;
 mod layout;
 mod plugin;
@@ -33,9 +32,6 @@ pub use config::ConfigError;
 pub use config::DshHome;
 pub use config::Environment;
 pub use config::InstructionsConfig;
-pub use fixture::FIXTURE_CHECKPOINT_TEXT;
-pub use fixture::FIXTURE_COMPACTION_ID;
-pub use fixture::install_baseline_compaction_fixture;
 pub use fs::FileVersion;
 pub use fs::InstructionFs;
 pub use fs::LocalFs;
@@ -45,10 +41,8 @@ pub use fs::sha1_hex;
 pub use layout::Candidate;
 pub use layout::Layout;
 pub use layout::USER_GLOBAL;
-pub use plugin::FixtureSettings;
 pub use plugin::InstructionsSettings;
 pub use plugin::PolicyFs;
-pub use plugin::WorkspaceContextCompactionFixture;
 pub use plugin::WorkspaceInstructionsPlugin;
 pub use render::COMPACT_INTRO;
 pub use render::EMPTY_REPLACEMENT_INTRO;

@@ -1,5 +1,4 @@
-//! `[plugins.workspace-instructions]` (and the test-only
-//! `[plugins.workspace-context-compaction-fixture]`) on the host.
+//! `[plugins.workspace-instructions]` on the host.
 //!
 //! Instruction files are read through the session's own file policy, the one the file tools
 //! apply: a project's `AGENTS.md` that is a link into a credential folder or dsh's home is
@@ -23,7 +22,6 @@ use serde::Serialize;
 
 use crate::config::Environment;
 use crate::config::InstructionsConfig;
-use crate::fixture::install_baseline_compaction_fixture;
 use crate::fs::InstructionFs;
 use crate::fs::LocalFs;
 use crate::fs::Probe;
@@ -49,7 +47,7 @@ impl PolicyFs {
 }
 
 impl InstructionFs for PolicyFs {
-    fn exists(&self, path: &Path) -> Result<bool, String> {
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
         LocalFs.exists(path)
     }
 
@@ -156,47 +154,4 @@ impl Plugin for WorkspaceInstructionsPlugin {
 impl HostPlugin for WorkspaceInstructionsPlugin {
     const NAME: &'static str = "workspace-instructions";
     const USES: &'static [&'static str] = &["spill"];
-}
-
-fn fixture_path() -> String {
-    "nested/task.txt".to_owned()
-}
-
-/// `[plugins.workspace-context-compaction-fixture]` (TEST-ONLY, off by default).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FixtureSettings {
-    #[serde(default = "fixture_path")]
-    pub read_path: String,
-}
-
-impl Default for FixtureSettings {
-    fn default() -> Self {
-        Self {
-            read_path: fixture_path(),
-        }
-    }
-}
-
-/// The `agent-instructions` conformance scenario's fixture (see [`crate::FIXTURE_CHECKPOINT_TEXT`]).
-#[derive(Debug, Default)]
-pub struct WorkspaceContextCompactionFixture;
-
-impl Plugin for WorkspaceContextCompactionFixture {
-    type Config = FixtureSettings;
-
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    fn apply(&self, ctx: &Scope, settings: FixtureSettings) -> Result<(), PluginError> {
-        let host = HostServices::of(ctx)?;
-        let _ = install_baseline_compaction_fixture(ctx, &host.tools, settings.read_path);
-        Ok(())
-    }
-}
-
-impl HostPlugin for WorkspaceContextCompactionFixture {
-    const NAME: &'static str = "workspace-context-compaction-fixture";
-    const ENABLED_BY_DEFAULT: bool = false;
 }

@@ -6,13 +6,12 @@
 //! after the last claimed message. Refreshes go through the next-step inbox, so they land after
 //! the tool results of the step that touched the file.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentEvent;
 use dsh_agent::AgentHandle;
@@ -37,10 +36,6 @@ use crate::fs::InstructionFs;
 
 /// The file tools whose successful calls touch a path.
 pub const TOUCHING_TOOLS: [&str; 3] = ["read", "write", "edit"];
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 #[derive(Default)]
 struct Touches {

@@ -277,7 +277,7 @@ async fn the_recorded_scenario_log_shape() {
             config: json!({"maxBytes": 65536, "projectRootMarkers": [".dsh-project"]}),
             log: Some(log),
             before: Some(Box::new(move |root, _, tools, _| {
-                dsh_instructions::install_baseline_compaction_fixture(
+                dsh_test_fixtures::install_baseline_compaction_fixture(
                     root,
                     tools,
                     "nested/task.txt".to_owned(),
@@ -530,7 +530,7 @@ async fn compaction_of_the_baseline_records_it_again() {
 struct Broken;
 
 impl InstructionFs for Broken {
-    fn exists(&self, path: &Path) -> Result<bool, String> {
+    fn exists(&self, path: &Path) -> std::io::Result<bool> {
         LocalFs.exists(path)
     }
     fn probe_file(&self, path: &Path) -> Probe {

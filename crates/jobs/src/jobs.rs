@@ -222,9 +222,7 @@ impl JobsRuntime {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        dsh_sync::lock(&self.state)
     }
 
     /// Registers a job after the preflight checks pass; `run` is called exactly once, only then.

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::BoxFuture;
 use crate::error::HookError;
-use crate::scope::{Disposer, Scope, ScopeId, lock, next_id, panic_message};
+use dsh_sync::lock;
+
+use crate::scope::{Disposer, Scope, ScopeId, next_id, panic_message};
 use crate::service::visible;
 
 struct Entry<F: ?Sized> {

@@ -4,8 +4,8 @@
 //! typed services, the three hook kinds ([`Waterfall`] middleware with [`Next`], [`Serial`],
 //! [`Observe`]), and the [`Plugin`] trait with mount / hot-reload ([`mount`], [`Mounted`]).
 //! Does not own: any concrete hook, service or plugin; tools, models, sessions.
-//! Must not depend on: any other `dsh-*` crate, an async runtime (futures are plain boxed
-//! futures; the caller's executor polls them).
+//! Must not depend on: any other `dsh-*` crate but `dsh-sync` (std-only locking), an async
+//! runtime (futures are plain boxed futures; the caller's executor polls them).
 //!
 //! Invariants: disposing a scope undoes everything registered through it, children first and
 //! newest first, each effect exactly once; no kernel lock is held while user code runs.

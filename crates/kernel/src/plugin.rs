@@ -7,7 +7,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::PluginError;
-use crate::scope::{Scope, ScopeKind, lock};
+use dsh_sync::lock;
+
+use crate::scope::{Scope, ScopeKind};
 
 /// A plugin. `apply` registers everything through `ctx` (services, listeners, `defer`), so
 /// disposing `ctx` undoes the whole instance.

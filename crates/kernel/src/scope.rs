@@ -5,11 +5,12 @@
 //! undisposed tree lives until it is disposed, on purpose: dropping a handle must never undo
 //! effects silently.
 
+use dsh_sync::lock;
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::error::KernelError;
 use crate::service::ServiceRegistry;
@@ -18,12 +19,6 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 pub(crate) fn next_id() -> u64 {
     NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
-
-/// Locks ignoring poison: no user code ever runs under a kernel lock, so a poisoned lock can only
-/// come from a panic in our own short critical sections, which leave the data consistent.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Runs a user callback, containing and logging a panic. Returns false if it panicked.

@@ -7,7 +7,9 @@ use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex};
 
 use crate::error::KernelError;
-use crate::scope::{Disposer, Scope, ScopeId, lock, next_id};
+use dsh_sync::lock;
+
+use crate::scope::{Disposer, Scope, ScopeId, next_id};
 
 struct Entry {
     id: u64,

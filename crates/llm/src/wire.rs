@@ -22,7 +22,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use bytes::Bytes;
 use dsh_protocol::Message;
@@ -173,7 +172,7 @@ impl HistoryEncoder {
         };
         // One lock for the whole encoding: a session's requests do not overlap, and other
         // sessions only wait for the new messages of this one.
-        let mut guard = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut guard = dsh_sync::lock(&self.slots);
         let slots = &mut *guard;
         slots.clock += 1;
         let index = match slots.slots.iter().position(|s| s.key == key) {

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
@@ -155,10 +154,7 @@ impl LspService {
                 )));
             }
         }
-        let mut providers = self
-            .providers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut providers = dsh_sync::lock(&self.providers);
         if providers.iter().any(|p| p.id == id) {
             return Err(LspError::new(
                 "LSP_CONFLICT",
@@ -182,11 +178,7 @@ impl LspService {
         let id = id.to_owned();
         Ok(move || {
             if let Some(service) = weak.upgrade() {
-                service
-                    .providers
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .retain(|p| p.id != id);
+                dsh_sync::lock(&service.providers).retain(|p| p.id != id);
             }
         })
     }
@@ -204,10 +196,7 @@ impl LspService {
             )
         };
         let ext = final_extension(&query.file_path).ok_or_else(unavailable)?;
-        let providers = self
-            .providers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let providers = dsh_sync::lock(&self.providers);
         let (provider, language) = providers
             .iter()
             .find_map(|p| {

@@ -3,6 +3,7 @@
 //! transient `didOpen`/`didClose` around each request, cancellation, one retry on a dead
 //! pooled process, and bounded shutdown.
 
+use dsh_sync::lock;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,7 +11,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicI64;
 use std::sync::atomic::Ordering;
@@ -35,10 +35,6 @@ use crate::service::LspProvider;
 use crate::service::LspQuery;
 use crate::service::Operation;
 use crate::translate;
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// One `servers.<id>` entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

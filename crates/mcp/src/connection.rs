@@ -112,13 +112,7 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) {
         let key = token_key(&params.progress_token);
-        let route = self
-            .side
-            .progress
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&key)
-            .cloned();
+        let route = dsh_sync::lock(&self.side.progress).get(&key).cloned();
         if let Some(route) = route {
             route(progress_line(
                 params.progress,

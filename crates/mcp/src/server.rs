@@ -2,10 +2,10 @@
 //! in step with the connection by a supervisor task (reconnect with backoff, re-sync on
 //! `tools/list_changed`, unregister on disconnect).
 
+use dsh_sync::lock;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::Weak;
 use std::time::Duration;
 use std::time::Instant;
@@ -119,10 +119,6 @@ pub(crate) struct Shared {
     generation: Mutex<Option<Generation>>,
     list_changed: Arc<Notify>,
     stop: CancellationToken,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Server names in use, per (registry, agent layer): a second live server with the same name

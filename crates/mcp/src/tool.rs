@@ -119,12 +119,7 @@ async fn call(
         // Held until the answer: dropping it removes the route.
         let _progress = route.map(|(shared, write)| {
             let token = crate::connection::token_key(&handle.progress_token);
-            shared
-                .side
-                .progress
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(token.clone(), write);
+            dsh_sync::lock(&shared.side.progress).insert(token.clone(), write);
             ProgressGuard {
                 server: Arc::downgrade(&shared),
                 token,
@@ -204,12 +199,7 @@ struct ProgressGuard {
 impl Drop for ProgressGuard {
     fn drop(&mut self) {
         if let Some(shared) = self.server.upgrade() {
-            shared
-                .side
-                .progress
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(&self.token);
+            dsh_sync::lock(&shared.side.progress).remove(&self.token);
         }
     }
 }

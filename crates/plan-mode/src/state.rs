@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::AgentHooks;
@@ -172,7 +171,7 @@ impl PlanMode {
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        dsh_sync::lock(&self.pending)
     }
 
     /// The plan state the latest `request/header` of `log` (agent `id`) was taken under, if any
@@ -184,7 +183,7 @@ impl PlanMode {
             None => Some(false),
             Some(mode) if mode.seq < header.seq => Some(plan_state_of(&mode).unwrap_or(false)),
             Some(_) => {
-                let mut headers = self.headers.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut headers = dsh_sync::lock(&self.headers);
                 let fold = headers.entry(id.to_owned()).or_default();
                 fold.catch_up(log);
                 fold.at_header

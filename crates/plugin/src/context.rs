@@ -152,10 +152,7 @@ impl SessionContext {
     /// The same context with its permissions marked as set by `origin` (a delegated child's
     /// are fixed when it starts: `Client`, so configuration reloads leave them alone).
     pub fn with_origin(self, origin: PermissionsOrigin) -> Self {
-        *self
-            .origin
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = origin;
+        *dsh_sync::lock(&self.origin) = origin;
         self
     }
 
@@ -212,10 +209,7 @@ impl SessionContext {
 
     /// Who set the permissions last.
     pub fn permissions_origin(&self) -> PermissionsOrigin {
-        *self
-            .origin
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        *dsh_sync::lock(&self.origin)
     }
 
     /// Wakes whenever the permissions change.
@@ -232,10 +226,7 @@ impl SessionContext {
         next: Permissions,
         origin: PermissionsOrigin,
     ) -> Result<bool, SessionError> {
-        *self
-            .origin
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = origin;
+        *dsh_sync::lock(&self.origin) = origin;
         let old = self.permissions();
         if origin == PermissionsOrigin::Client
             && let Some(preset) = next.preset()

@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_kernel::Disposer;
@@ -110,7 +109,7 @@ fn mount_piece(
 
 impl Sessions {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        dsh_sync::lock(&self.inner)
     }
 
     /// Registers `attach` (named after the plugin, for diagnostics) as owned by `owner` (the

@@ -2,7 +2,6 @@
 //! (MCP servers connecting). `apply` itself stays synchronous.
 
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use tokio::sync::watch;
 
@@ -52,20 +51,17 @@ impl Startup {
     /// Registers a task of `plugin`; the host waits until it finishes.
     pub fn begin(&self, plugin: &str) -> StartupTask {
         let (tx, rx) = watch::channel(None);
-        self.tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Task {
-                plugin: plugin.to_owned(),
-                done: rx,
-            });
+        dsh_sync::lock(&self.tasks).push(Task {
+            plugin: plugin.to_owned(),
+            done: rx,
+        });
         StartupTask(tx)
     }
 
     /// Waits for every task begun so far; the first failure is returned as
     /// `(plugin, message)`. Finished tasks are forgotten.
     pub async fn wait(&self) -> Result<(), (String, String)> {
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        let tasks = std::mem::take(&mut *dsh_sync::lock(&self.tasks));
         let mut failure = None;
         for mut task in tasks {
             let outcome = match task.done.wait_for(Option::is_some).await {

@@ -144,9 +144,7 @@ impl Capture {
 
     fn lock(&self) -> MutexGuard<'_, Buffer> {
         // A poisoned lock only means a reader panicked mid-update; the bytes are still usable.
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        dsh_sync::lock(&self.inner)
     }
 
     /// Drains `reader` to EOF (or error), updating the shared buffer and the spill file.

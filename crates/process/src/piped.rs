@@ -61,9 +61,7 @@ pub fn spawn(
                 if n == 0 {
                     break;
                 }
-                let mut kept = sink
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut kept = dsh_sync::lock(&sink);
                 kept.push_str(&String::from_utf8_lossy(&buf[..n]));
                 if kept.len() > STDERR_KEEP {
                     let mut cut = kept.len() - STDERR_KEEP;

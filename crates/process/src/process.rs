@@ -364,9 +364,7 @@ impl Drop for LiveEntry {
 }
 
 fn lock_live() -> std::sync::MutexGuard<'static, HashMap<u64, KillHandle>> {
-    live_processes()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    dsh_sync::lock(live_processes())
 }
 
 fn kill_handle(handle: &KillHandle) {

@@ -509,9 +509,7 @@ fn control_sockets() -> Vec<PathBuf> {
 
 /// Drops the cached scan (a masked socket vanished under a launch).
 pub fn forget_sockets() {
-    *SOCKET_CACHE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    *dsh_sync::lock(&SOCKET_CACHE) = None;
 }
 
 /// Whether a runner failure is a socket mask whose target vanished during the launch.
@@ -526,9 +524,7 @@ pub fn is_vanished_mask(line: &str) -> bool {
 }
 
 fn scanned_sockets() -> Vec<PathBuf> {
-    let mut cache = SOCKET_CACHE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut cache = dsh_sync::lock(&SOCKET_CACHE);
     if let Some((at, sockets)) = cache.as_ref()
         && at.elapsed() < SOCKET_SCAN_TTL
     {

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_session::SessionLog;
 use dsh_session::kind;
@@ -334,7 +333,7 @@ impl FileReferences {
     }
 
     fn index(&self, log: &SessionLog, root: &Path) -> Arc<FileIndex> {
-        let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut indexes = dsh_sync::lock(&self.indexes);
         let key = format!("{}\u{0}{}", log.id(), root.display());
         if let Some((index, built_at)) = indexes.get(&key) {
             // An unreadable history counts as a change: the index is rebuilt.

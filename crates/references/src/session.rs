@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHooks;
 use dsh_agent::PreStepDecision;
@@ -188,19 +187,13 @@ impl StoreReader {
 
     /// Lets references to `log` read its live state.
     pub fn register_live(&self, log: &SessionLog) {
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(log.id().to_owned(), log.downgrade());
+        dsh_sync::lock(&self.live).insert(log.id().to_owned(), log.downgrade());
     }
 }
 
 impl SessionReader for StoreReader {
     fn read_surface(&self, session_id: &str) -> Result<SurfaceSnapshot, String> {
-        let live = self
-            .live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let live = dsh_sync::lock(&self.live)
             .get(session_id)
             .and_then(WeakSessionLog::upgrade);
         if let Some(log) = live {

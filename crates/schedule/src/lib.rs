@@ -14,7 +14,6 @@ pub mod domain;
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use dsh_kernel::Plugin;
@@ -45,8 +44,9 @@ use crate::domain::rfc3339;
 /// Where reminders are delivered: the owning agent's inbox.
 pub trait ReminderInbox: Send + Sync {
     fn is_idle(&self) -> bool;
-    /// Queues a new turn (never a steer).
-    fn followup(&self, message: Message) -> Result<(), String>;
+    /// Queues a new turn (never a steer). An error (the agent closed, its inbox full) leaves
+    /// the reminder due for the next delivery attempt.
+    fn followup(&self, message: Message) -> Result<(), dsh_agent::AgentError>;
 }
 
 /// The wall clock in epoch milliseconds (replaceable in tests).
@@ -98,9 +98,7 @@ struct Session {
 
 /// The reminders of `log` as `fold` (the log's own) brings them up to date.
 fn folded(fold: &Mutex<StateFold>, log: &SessionLog) -> Result<State, RuleError> {
-    fold.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .catch_up(log)
+    dsh_sync::lock(fold).catch_up(log)
 }
 
 impl Session {
@@ -488,10 +486,7 @@ impl ReminderInbox for AgentInbox {
         self.0.status() == dsh_agent::AgentStatus::Idle
     }
 
-    fn followup(&self, message: Message) -> Result<(), String> {
-        self.0
-            .followup(message)
-            .map(drop)
-            .map_err(|e| e.to_string())
+    fn followup(&self, message: Message) -> Result<(), dsh_agent::AgentError> {
+        self.0.followup(message)
     }
 }

@@ -50,7 +50,7 @@ impl ReminderInbox for Inbox {
     fn is_idle(&self) -> bool {
         !self.busy.load(Ordering::SeqCst)
     }
-    fn followup(&self, message: Message) -> Result<(), String> {
+    fn followup(&self, message: Message) -> Result<(), dsh_agent::AgentError> {
         self.received.lock().unwrap().push(message);
         Ok(())
     }

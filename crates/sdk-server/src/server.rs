@@ -2,12 +2,12 @@
 //! every session of the runtime from the same ordered writer, so a notification caused while a
 //! request is handled (the receipt of a prompt) is written before that request's answer.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 
@@ -52,10 +52,6 @@ pub enum Ended {
     Shutdown,
     /// The stop future resolved (a signal).
     Stopped,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The ordered frame queue. Notifications stop once shutdown begins; answers never do.

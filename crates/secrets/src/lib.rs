@@ -8,8 +8,8 @@
 //! terminal sanitiser ([`terminal_safe`]) every front-end passes model, tool, file and log text
 //! through before printing it; the credentials start-up takes out of dsh's own environment
 //! ([`keep_taken`], read back through [`var`]).
-//! Must not depend on: any other dsh crate, an async runtime, or anything that does I/O beyond
-//! reading the process environment.
+//! Must not depend on: any other dsh crate but `dsh-sync` (std-only locking), an async
+//! runtime, or anything that does I/O beyond reading the process environment.
 
 mod env;
 mod paths;

@@ -25,9 +25,7 @@ pub fn register_secret(value: impl Into<String>) {
         return;
     }
     let trimmed = trimmed.to_owned();
-    let mut secrets = registry()
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut secrets = dsh_sync::write(registry());
     if !secrets.contains(&trimmed) {
         secrets.push(trimmed);
     }
@@ -35,18 +33,14 @@ pub fn register_secret(value: impl Into<String>) {
 
 /// Whether `text` contains a registered secret.
 pub fn holds_secret(text: &str) -> bool {
-    let secrets = registry()
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let secrets = dsh_sync::read(registry());
     secrets.iter().any(|secret| text.contains(secret.as_str()))
 }
 
 /// `text` with every registered secret replaced by [`REDACTED`]; `None` when nothing matched
 /// (the common case costs no allocation).
 pub fn redact(text: &str) -> Option<String> {
-    let secrets = registry()
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let secrets = dsh_sync::read(registry());
     if !secrets.iter().any(|secret| text.contains(secret.as_str())) {
         return None;
     }

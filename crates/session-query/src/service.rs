@@ -2,12 +2,11 @@
 //! reads, lineage, and literal-phrase full-text search over a SQLite FTS5 index. Trusted: it
 //! authorizes nothing itself (the model tools do).
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 
 use dsh_session::Event;
 use dsh_session::JsonlStore;
@@ -20,10 +19,6 @@ use serde::Serialize;
 use crate::model::Analysis;
 use crate::model::SurfaceClass;
 use crate::model::searchable_text;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A service failure: one of the closed `SESSION_QUERY_*` codes and a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

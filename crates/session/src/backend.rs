@@ -6,11 +6,11 @@
 //! by a server: a log is built in memory (`SessionLog::in_memory` / `from_seed`) and every
 //! committed event is forwarded from an `on_event` listener.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use crate::error::SessionError;
 use crate::event::Event;
@@ -123,10 +123,6 @@ impl std::fmt::Debug for MemoryStore {
             .field("sessions", &lock(&self.sessions).len())
             .finish()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl MemoryStore {

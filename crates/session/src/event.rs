@@ -127,12 +127,8 @@ fn intern(name: &str) -> &'static &'static str {
     use std::collections::HashMap;
     use std::sync::Mutex;
     use std::sync::OnceLock;
-    use std::sync::PoisonError;
     static OTHERS: OnceLock<Mutex<HashMap<&'static str, &'static &'static str>>> = OnceLock::new();
-    let mut others = OTHERS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let mut others = dsh_sync::lock(OTHERS.get_or_init(Mutex::default));
     if let Some(interned) = others.get(name) {
         return interned;
     }

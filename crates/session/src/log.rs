@@ -1,5 +1,6 @@
 //! `SessionLog`: the append-only log one agent owns (§1.5, §1.6).
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::collections::HashSet;
 use std::collections::VecDeque;
@@ -7,8 +8,6 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::thread::ThreadId;
 use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
@@ -92,12 +91,6 @@ pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking listener never holds these locks, and every critical section leaves the state
-    // consistent before it can panic, so a poisoned lock is still safe to use.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Where the log stands in the turn/step structure, folded from the events.

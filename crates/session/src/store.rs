@@ -6,7 +6,6 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use serde_json::Value;
 
@@ -347,7 +346,7 @@ impl JsonlStore {
 
     /// Reserves `id` as live in this process until the returned guard's log is dropped.
     fn claim(&self, id: &str) -> Result<LiveGuard, SessionError> {
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut live = dsh_sync::lock(&self.live);
         if !live.insert(id.to_owned()) {
             return Err(SessionError::AlreadyExists { id: id.to_owned() });
         }

@@ -35,13 +35,12 @@
 //! store's `load`, `list`, `headers`) first waits for the live writer of that file, so it sees
 //! every committed event, as it did with the write-through.
 
+use dsh_sync::lock;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Condvar;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::sync::Weak;
 use std::thread::JoinHandle;
 
@@ -199,11 +198,6 @@ struct Shared {
     path: PathBuf,
     /// Started at the first request, so a log that is never written never has a thread.
     thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves the queue consistent; a panic cannot leave it half-updated.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The writers of the logs open in this process, by file: a reader of a live log's file in
@@ -575,10 +569,7 @@ fn run(shared: &Shared) {
             let mut queue = lock(&shared.queue);
             while !queue.work && !queue.closing {
                 queue.idle = true;
-                queue = shared
-                    .wake
-                    .wait(queue)
-                    .unwrap_or_else(PoisonError::into_inner);
+                queue = dsh_sync::wait(&shared.wake, queue);
             }
             queue.idle = false;
             queue.work = false;

@@ -78,10 +78,7 @@ impl SpillStore {
 
     /// Makes `session_id` spill into `dir` (its own folder's `spill/`) from now on.
     pub fn place_session(&self, session_id: &str, dir: PathBuf) {
-        self.placed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(session_id.to_owned(), dir);
+        dsh_sync::lock(&self.placed).insert(session_id.to_owned(), dir);
     }
 
     pub fn root(&self) -> &Path {
@@ -90,12 +87,7 @@ impl SpillStore {
 
     /// The per-session directory (created if missing).
     pub fn session_dir(&self, session_id: &str) -> io::Result<PathBuf> {
-        let placed = self
-            .placed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(session_id)
-            .cloned();
+        let placed = dsh_sync::lock(&self.placed).get(session_id).cloned();
         let dir = match placed {
             Some(dir) => dir,
             None => {

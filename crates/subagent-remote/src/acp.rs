@@ -142,7 +142,7 @@ impl Shared {
     /// Sends `session/cancel` once the session exists.
     fn cancel(&self) {
         self.cancelled.store(true, Ordering::Release);
-        let connection = crate::lock(&self.connection).clone();
+        let connection = dsh_sync::lock(&self.connection).clone();
         if let Some((connection, session)) = connection
             && let Err(error) = connection.send_notification(CancelNotification::new(session))
         {
@@ -248,7 +248,7 @@ async fn start(
                         .send_request(NewSessionRequest::new(cwd))
                         .block_task()
                         .await?;
-                    *crate::lock(&shared.connection) =
+                    *dsh_sync::lock(&shared.connection) =
                         Some((connection.clone(), session.session_id.clone()));
                     let _ = published_tx.send(());
                     let response = connection
@@ -258,7 +258,7 @@ async fn start(
                         ))
                         .block_task()
                         .await?;
-                    let answer = crate::lock(&shared.text).clone();
+                    let answer = dsh_sync::lock(&shared.text).clone();
                     if let Some(progress) = &final_progress
                         && !answer.trim().is_empty()
                     {
@@ -293,7 +293,7 @@ async fn start(
                     _ => "the ACP child closed before its session started".to_owned(),
                 };
                 reap(task).await;
-                let tail = crate::lock(&stderr).trim().to_owned();
+                let tail = dsh_sync::lock(&stderr).trim().to_owned();
                 let detail = if tail.is_empty() { detail } else { format!("{detail}; stderr: {tail}") };
                 return Err(SubagentError::plain(format!(
                     "{PREFIX} \"{}\": {}",
@@ -320,7 +320,7 @@ async fn start(
         let outcome = done_rx
             .await
             .unwrap_or_else(|_| Err("the ACP connection task ended".to_owned()));
-        let text = crate::lock(&result_shared.text).clone();
+        let text = dsh_sync::lock(&result_shared.text).clone();
         let output = if text.is_empty() {
             Vec::new()
         } else {
@@ -375,7 +375,7 @@ fn on_update(
         SessionUpdate::AgentMessageChunk(chunk) => {
             // Chunks accumulate; the whole answer is reported once the prompt ends.
             if let AcpBlock::Text(text) = &chunk.content {
-                crate::lock(&shared.text).push_str(&text.text);
+                dsh_sync::lock(&shared.text).push_str(&text.text);
             }
         }
         SessionUpdate::ToolCall(call) => {

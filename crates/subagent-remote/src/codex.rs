@@ -225,12 +225,12 @@ struct Peer {
 impl Peer {
     fn request(&self, method: &str, params: Value) -> oneshot::Receiver<Result<Value, Value>> {
         let id = {
-            let mut next = crate::lock(&self.next);
+            let mut next = dsh_sync::lock(&self.next);
             *next += 1;
             *next
         };
         let (tx, rx) = oneshot::channel();
-        crate::lock(&self.pending).insert(id, tx);
+        dsh_sync::lock(&self.pending).insert(id, tx);
         let line = json!({"id": id, "method": method, "params": params}).to_string();
         let _ = self.writer.send(line);
         rx
@@ -353,7 +353,9 @@ async fn start(config: CodexConfig, request: StartRequest) -> Result<SubagentRun
                         }
                     },
                     (Some(id), None) => {
-                        let waiter = id.as_u64().and_then(|id| crate::lock(&pending).remove(&id));
+                        let waiter = id
+                            .as_u64()
+                            .and_then(|id| dsh_sync::lock(&pending).remove(&id));
                         if let Some(waiter) = waiter {
                             let outcome = match message.get("error") {
                                 Some(error) => Err(error.clone()),

@@ -22,7 +22,3 @@ pub use common::ProductFailure;
 pub use common::text_task;
 pub use plugin::RemoteSettings;
 pub use plugin::RemoteSubagentsPlugin;
-
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}

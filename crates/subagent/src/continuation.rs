@@ -152,7 +152,7 @@ pub(crate) struct Manager {
 
 impl Manager {
     fn lock_for(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        crate::lock(&self.locks)
+        dsh_sync::lock(&self.locks)
             .entry(id.to_owned())
             .or_default()
             .clone()
@@ -215,7 +215,7 @@ impl Subagents {
 
     /// Admission: closed by `drain()`, or below a parent whose descendants are draining.
     fn admit_below(&self, manager: &Manager, parent: &str) -> Result<(), SubagentError> {
-        let state = crate::lock(&manager.state);
+        let state = dsh_sync::lock(&manager.state);
         if state.draining {
             return Err(SubagentError::coded(code::DRAINING, DRAINING_TEXT));
         }
@@ -402,7 +402,7 @@ impl Subagents {
         let poke = Arc::new(Notify::new());
         let run_id = uuid::Uuid::new_v4().to_string();
         {
-            let mut state = crate::lock(&manager.state);
+            let mut state = dsh_sync::lock(&manager.state);
             let owner = match state.activations.get_mut(parent.id()) {
                 Some(owner) if owner.disposing => {
                     return Err(SubagentError::coded(
@@ -448,7 +448,7 @@ impl Subagents {
                     };
                     handle.spawn(async move {
                         if let Some(manager) = &me.manager {
-                            crate::lock(&manager.state).cascading.remove(&parent_id);
+                            dsh_sync::lock(&manager.state).cascading.remove(&parent_id);
                         }
                         if let Err(error) = me.drain_below(&[parent_id]).await {
                             tracing::warn!(%error, "continuable children of a disposed parent did not tear down cleanly");
@@ -491,19 +491,19 @@ impl Subagents {
         message: Message,
     ) -> Result<String, SubagentError> {
         let message_id = message.id.clone();
-        if let Some(activation) = crate::lock(&manager.state).activations.get_mut(id) {
+        if let Some(activation) = dsh_sync::lock(&manager.state).activations.get_mut(id) {
             activation.accepted.insert(message_id.clone());
         }
         match child.followup(message) {
             Ok(()) => {
-                if let Some(activation) = crate::lock(&manager.state).activations.get_mut(id) {
+                if let Some(activation) = dsh_sync::lock(&manager.state).activations.get_mut(id) {
                     activation.announced = true;
                 }
                 Ok(message_id)
             }
             Err(error) => {
                 let poke = {
-                    let mut state = crate::lock(&manager.state);
+                    let mut state = dsh_sync::lock(&manager.state);
                     state.activations.get_mut(id).map(|a| {
                         a.accepted.remove(&message_id);
                         a.poke.clone()
@@ -535,7 +535,7 @@ impl Subagents {
                 && let Some(manager) = &me.manager
             {
                 let poke = {
-                    let mut state = crate::lock(&manager.state);
+                    let mut state = dsh_sync::lock(&manager.state);
                     state
                         .activations
                         .get_mut(&id)
@@ -554,7 +554,7 @@ impl Subagents {
         let Some(manager) = &self.manager else { return };
         let lock = manager.lock_for(&id);
         loop {
-            let (child, poke) = match crate::lock(&manager.state).activations.get(&id) {
+            let (child, poke) = match dsh_sync::lock(&manager.state).activations.get(&id) {
                 Some(a) => (a.child.clone(), a.poke.clone()),
                 None => return,
             };
@@ -563,7 +563,7 @@ impl Subagents {
             poked.as_mut().enable();
             let guard = lock.lock().await;
             let residency = {
-                let mut state = crate::lock(&manager.state);
+                let mut state = dsh_sync::lock(&manager.state);
                 match state.activations.get_mut(&id) {
                     None => return,
                     Some(a) if a.disposing => return,
@@ -606,7 +606,7 @@ impl Subagents {
         Box::pin(async move {
             let manager = self.manager()?;
             let (child, owned) = {
-                let state = crate::lock(&manager.state);
+                let state = dsh_sync::lock(&manager.state);
                 let Some(a) = state.activations.get(id) else {
                     return Ok(());
                 };
@@ -625,7 +625,7 @@ impl Subagents {
                     "subagent \"{id}\" best-effort final session flush failed; the persisted state may be unavailable or stale on resume: {error}"
                 );
             }
-            let boundary = crate::lock(&manager.state)
+            let boundary = dsh_sync::lock(&manager.state)
                 .activations
                 .get(id)
                 .map_or(0, |a| a.boundary);
@@ -642,7 +642,7 @@ impl Subagents {
             };
             child.dispose().await;
             self.runtime.directory.unregister(&child);
-            let removed = crate::lock(&manager.state).activations.remove(id);
+            let removed = dsh_sync::lock(&manager.state).activations.remove(id);
             let Some(activation) = removed else {
                 return Ok(());
             };
@@ -650,7 +650,7 @@ impl Subagents {
                 self.send_notice(manager, &activation, &stop, &output);
             }
             let owner_poke = {
-                let mut state = crate::lock(&manager.state);
+                let mut state = dsh_sync::lock(&manager.state);
                 activation
                     .owner
                     .as_ref()
@@ -700,7 +700,7 @@ impl Subagents {
             let manager = self.manager()?;
             let lock = manager.lock_for(id);
             let _guard = lock.lock().await;
-            let proceed = match crate::lock(&manager.state).activations.get_mut(id) {
+            let proceed = match dsh_sync::lock(&manager.state).activations.get_mut(id) {
                 Some(a) if !a.disposing => {
                     a.disposing = true;
                     true
@@ -730,7 +730,7 @@ impl Subagents {
         };
         let notice = settlement_notice(id, stop, output);
         let draining = {
-            let state = crate::lock(&manager.state);
+            let state = dsh_sync::lock(&manager.state);
             state.draining
                 || Self::lineage(&state, parent.id())
                     .iter()
@@ -759,7 +759,7 @@ impl Subagents {
 
     /// A waking send to a resident continuable parent keeps it from being judged quiescent.
     fn account_waking_send(&self, manager: &Manager, parent: &str, message_id: &str) {
-        if let Some(a) = crate::lock(&manager.state).activations.get_mut(parent) {
+        if let Some(a) = dsh_sync::lock(&manager.state).activations.get_mut(parent) {
             a.accepted.insert(message_id.to_owned());
         }
     }
@@ -781,7 +781,7 @@ impl Subagents {
         let _guard = lock.lock().await;
         self.admit_below(manager, parent.id())?;
         let message = Message::user(content, source);
-        let resident = crate::lock(&manager.state)
+        let resident = dsh_sync::lock(&manager.state)
             .activations
             .get(child_id)
             .filter(|a| !a.disposing)
@@ -813,7 +813,7 @@ impl Subagents {
         parent: &AgentHandle,
         child_id: &str,
     ) -> Result<(), SubagentError> {
-        let mut state = crate::lock(&manager.state);
+        let mut state = dsh_sync::lock(&manager.state);
         let Some(owner) = state.activations.get_mut(parent.id()) else {
             return Ok(());
         };
@@ -945,7 +945,7 @@ impl Subagents {
             return Ok(());
         };
         let (child, cause) = {
-            let state = crate::lock(&manager.state);
+            let state = dsh_sync::lock(&manager.state);
             let Some(activation) = state.activations.get(target) else {
                 return Ok(());
             };
@@ -998,7 +998,7 @@ impl Subagents {
             .unwrap_or_default();
         self.admit_below(manager, &parent_id)?;
         {
-            let state = crate::lock(&manager.state);
+            let state = dsh_sync::lock(&manager.state);
             match state.activations.get(child.id()) {
                 Some(a) if a.child.same(child) => {
                     if a.disposing {
@@ -1049,7 +1049,7 @@ impl Subagents {
         let Some(manager) = &self.manager else {
             return Ok(());
         };
-        crate::lock(&manager.state).draining = true;
+        dsh_sync::lock(&manager.state).draining = true;
         loop {
             let done = manager.inflight_done.notified();
             if manager.inflight.load(Ordering::Acquire) == 0 {
@@ -1057,7 +1057,7 @@ impl Subagents {
             }
             done.await;
         }
-        let roots: Vec<String> = crate::lock(&manager.state)
+        let roots: Vec<String> = dsh_sync::lock(&manager.state)
             .activations
             .iter()
             .filter(|(_, a)| a.owner.is_none())
@@ -1095,7 +1095,7 @@ impl Subagents {
     ) -> Result<(), SubagentError> {
         let ids: Vec<String> = parents.iter().map(|p| p.id().to_owned()).collect();
         if let Some(manager) = &self.manager {
-            let mut state = crate::lock(&manager.state);
+            let mut state = dsh_sync::lock(&manager.state);
             for parent in parents {
                 if state.draining_parents.insert(parent.id().to_owned()) {
                     let me = self.me.clone();
@@ -1104,7 +1104,7 @@ impl Subagents {
                         if let Some(me) = me.upgrade()
                             && let Some(manager) = &me.manager
                         {
-                            crate::lock(&manager.state).draining_parents.remove(&id);
+                            dsh_sync::lock(&manager.state).draining_parents.remove(&id);
                         }
                     });
                 }
@@ -1119,7 +1119,7 @@ impl Subagents {
         };
         // The topmost Activations below the parents; disposal releases their subtrees.
         let ids: Vec<String> = {
-            let state = crate::lock(&manager.state);
+            let state = dsh_sync::lock(&manager.state);
             state
                 .activations
                 .iter()
@@ -1152,7 +1152,7 @@ impl Subagents {
             return Ok(());
         };
         {
-            let state = crate::lock(&manager.state);
+            let state = dsh_sync::lock(&manager.state);
             for id in ids {
                 if let Some(a) = state.activations.get(id)
                     && a.parent_id != parent.id()
@@ -1171,7 +1171,11 @@ impl Subagents {
     /// Ids of resident Activations (diagnostics and tests).
     pub fn resident(&self) -> Vec<String> {
         self.manager.as_ref().map_or_else(Vec::new, |m| {
-            let mut ids: Vec<String> = crate::lock(&m.state).activations.keys().cloned().collect();
+            let mut ids: Vec<String> = dsh_sync::lock(&m.state)
+                .activations
+                .keys()
+                .cloned()
+                .collect();
             ids.sort();
             ids
         })

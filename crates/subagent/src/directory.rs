@@ -22,7 +22,7 @@ pub struct AgentDirectory {
 impl std::fmt::Debug for AgentDirectory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentDirectory")
-            .field("live", &crate::lock(&self.entries).len())
+            .field("live", &dsh_sync::lock(&self.entries).len())
             .finish()
     }
 }
@@ -36,7 +36,7 @@ impl AgentDirectory {
     /// Registering an id again replaces the entry (a resumed session is a new agent).
     pub fn register(self: &Arc<Self>, handle: &AgentHandle, owner: Option<&str>) {
         let id = handle.id().to_owned();
-        crate::lock(&self.entries).insert(
+        dsh_sync::lock(&self.entries).insert(
             id.clone(),
             Entry {
                 handle: handle.clone(),
@@ -47,7 +47,7 @@ impl AgentDirectory {
         let registered = handle.clone();
         handle.scope().defer(move || {
             if let Some(me) = me.upgrade() {
-                let mut entries = crate::lock(&me.entries);
+                let mut entries = dsh_sync::lock(&me.entries);
                 if entries.get(&id).is_some_and(|e| e.handle.same(&registered)) {
                     entries.remove(&id);
                 }
@@ -57,7 +57,7 @@ impl AgentDirectory {
 
     /// Removes `handle` now (when it is still the registered agent of its id).
     pub fn unregister(&self, handle: &AgentHandle) {
-        let mut entries = crate::lock(&self.entries);
+        let mut entries = dsh_sync::lock(&self.entries);
         if entries
             .get(handle.id())
             .is_some_and(|e| e.handle.same(handle))
@@ -67,19 +67,21 @@ impl AgentDirectory {
     }
 
     pub fn get(&self, id: &str) -> Option<AgentHandle> {
-        crate::lock(&self.entries).get(id).map(|e| e.handle.clone())
+        dsh_sync::lock(&self.entries)
+            .get(id)
+            .map(|e| e.handle.clone())
     }
 
     /// `agents.get(agent.id) === agent`.
     pub fn is_exact(&self, handle: &AgentHandle) -> bool {
-        crate::lock(&self.entries)
+        dsh_sync::lock(&self.entries)
             .get(handle.id())
             .is_some_and(|e| e.handle.same(handle))
     }
 
     /// The id of the live agent that owns `id`, if any.
     pub fn owner_of(&self, id: &str) -> Option<String> {
-        let entries = crate::lock(&self.entries);
+        let entries = dsh_sync::lock(&self.entries);
         let owner = entries.get(id)?.owner.clone()?;
         entries.contains_key(&owner).then_some(owner)
     }
@@ -91,14 +93,14 @@ impl AgentDirectory {
 
     /// Every live agent, in no particular order.
     pub fn live(&self) -> Vec<AgentHandle> {
-        crate::lock(&self.entries)
+        dsh_sync::lock(&self.entries)
             .values()
             .map(|e| e.handle.clone())
             .collect()
     }
 
     pub fn len(&self) -> usize {
-        crate::lock(&self.entries).len()
+        dsh_sync::lock(&self.entries).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,7 +114,7 @@ impl AgentDirectory {
 impl dsh_user_questions::AgentDirectory for AgentDirectory {
     fn standing(&self, caller: &dsh_user_questions::Caller) -> dsh_user_questions::CallerStanding {
         use dsh_user_questions::CallerStanding;
-        let known = crate::lock(&self.entries)
+        let known = dsh_sync::lock(&self.entries)
             .get(&caller.agent_id)
             .map(|e| e.handle.scope() == &caller.scope);
         match known {

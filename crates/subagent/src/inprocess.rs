@@ -184,7 +184,7 @@ async fn start_one_shot(
             runtime.append_policy_events(child.log(), &policy)?;
             runtime.apply_composition(child, persona.as_deref(), tool_filter.as_ref())?;
             if let Some(schema) = &schema {
-                *crate::lock(&capture_slot) =
+                *dsh_sync::lock(&capture_slot) =
                     Some(crate::structured::install(&runtime, child, schema)?);
             }
             attach_descriptor(child, descriptor);
@@ -232,7 +232,7 @@ async fn start_one_shot(
         cancelled.store(true, Ordering::Release);
         child.cancel(AbortReason::Parent, false);
     }
-    let capture = crate::lock(&capture_slot).take();
+    let capture = dsh_sync::lock(&capture_slot).take();
     let watching = request
         .progress
         .clone()

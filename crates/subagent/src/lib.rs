@@ -16,7 +16,6 @@ mod depth;
 mod descriptor;
 mod directory;
 mod error;
-pub mod fixtures;
 mod host;
 mod inprocess;
 mod listing;
@@ -114,8 +113,3 @@ pub use service::SubagentEvent;
 pub use service::Subagents;
 pub use structured::STRUCTURED_OUTPUT;
 pub use structured::already_recorded;
-
-/// Locks ignoring poison: no critical section of this crate can panic halfway.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}

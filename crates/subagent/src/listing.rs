@@ -28,14 +28,14 @@ pub struct SessionProjections {
 
 impl SessionProjections {
     pub fn register_unit(&self, name: &'static str, state_version: u32) {
-        let mut units = crate::lock(&self.units);
+        let mut units = dsh_sync::lock(&self.units);
         if !units.iter().any(|(n, _)| *n == name) {
             units.push((name, state_version));
         }
     }
 
     pub fn units(&self) -> Vec<(&'static str, u32)> {
-        crate::lock(&self.units).clone()
+        dsh_sync::lock(&self.units).clone()
     }
 
     /// The `subagent` unit's snapshot of a log.

@@ -44,9 +44,6 @@ use crate::tools::SubagentToolConfig;
 use crate::tools::subagent::AgentOptionsConfig;
 use crate::tools::subagent::ToolFilterConfig;
 
-/// Test-only fixtures a run asks for by name (comma-separated); never read from config files.
-pub const TEST_FIXTURES_ENV: &str = "DSH_TEST_FIXTURES";
-
 /// One delegation tool (a `tool-subagent` row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,6 +178,8 @@ impl Plugin for SubagentPlugin {
             max_parallel: config.max_parallel_tool_calls,
         });
         let directory = AgentDirectory::new();
+        // Visible to every plugin: who is a root and who a delegated child, by agent.
+        ctx.provide(directory.clone())?;
         ctx.provide(Arc::new(SessionProjections::default()))?;
         let runtime = ChildRuntime::new(
             ctx.clone(),
@@ -228,13 +227,6 @@ impl Plugin for SubagentPlugin {
             }
             Ok(())
         })?;
-        let fixtures = std::env::var(TEST_FIXTURES_ENV).unwrap_or_default();
-        if fixtures
-            .split(',')
-            .any(|name| name.trim() == crate::fixtures::REPORT_FENCE)
-        {
-            crate::fixtures::install_report_fence(&host.hooks, directory.clone(), ctx);
-        }
         Ok(())
     }
 }

@@ -210,10 +210,10 @@ impl SubagentRun {
 
     /// Disposes the run (idempotent in effect).
     pub async fn dispose(&self) -> Result<(), SubagentError> {
-        let first = crate::lock(&self.dispose).take();
+        let first = dsh_sync::lock(&self.dispose).take();
         if let Some(dispose) = first {
             let outcome = dispose().await;
-            if let Some(tx) = crate::lock(&self.disposed_tx).take() {
+            if let Some(tx) = dsh_sync::lock(&self.disposed_tx).take() {
                 let _ = tx.send(outcome.clone());
             }
             return outcome;

@@ -98,11 +98,11 @@ impl ChildRuntime {
     pub(crate) fn note_tool_section(self: &Arc<Self>, owner: &Scope, tool: &str, section: &str) {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        crate::lock(&self.tool_sections).push((id, tool.to_owned(), section.to_owned()));
+        dsh_sync::lock(&self.tool_sections).push((id, tool.to_owned(), section.to_owned()));
         let me = Arc::downgrade(self);
         owner.defer(move || {
             if let Some(me) = me.upgrade() {
-                crate::lock(&me.tool_sections).retain(|(entry, _, _)| *entry != id);
+                dsh_sync::lock(&me.tool_sections).retain(|(entry, _, _)| *entry != id);
             }
         });
     }
@@ -184,7 +184,7 @@ impl ChildRuntime {
                 .map_err(|e| SubagentError::plain(e.to_string()))?;
             // A tool section renders empty where its tool is not visible.
             if let Some(prompts) = &self.prompts {
-                let sections: Vec<(String, String)> = crate::lock(&self.tool_sections)
+                let sections: Vec<(String, String)> = dsh_sync::lock(&self.tool_sections)
                     .iter()
                     .map(|(_, tool, section)| (tool.clone(), section.clone()))
                     .collect();

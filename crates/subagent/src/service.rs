@@ -187,7 +187,7 @@ impl Subagents {
     ) -> Result<Disposer, SubagentError> {
         let name = provider.name().to_owned();
         {
-            let mut providers = crate::lock(&self.providers);
+            let mut providers = dsh_sync::lock(&self.providers);
             if providers.contains_key(&name) {
                 return Err(SubagentError::coded(
                     code::DUPLICATE_PROVIDER,
@@ -196,13 +196,13 @@ impl Subagents {
             }
             providers.insert(name.clone(), provider.clone());
         }
-        let listeners: Vec<ProviderListener> = crate::lock(&self.listeners)
+        let listeners: Vec<ProviderListener> = dsh_sync::lock(&self.listeners)
             .iter()
             .map(|(_, l)| l.clone())
             .collect();
         for listener in listeners {
             if let Err(message) = listener(&ProviderChange::Added(&provider)) {
-                crate::lock(&self.providers).shift_remove(&name);
+                dsh_sync::lock(&self.providers).shift_remove(&name);
                 self.notify_removed(&name);
                 return Err(SubagentError::plain(message));
             }
@@ -212,7 +212,7 @@ impl Subagents {
         Ok(scope.defer(move || {
             if let Some(me) = me.upgrade() {
                 let removed = {
-                    let mut providers = crate::lock(&me.providers);
+                    let mut providers = dsh_sync::lock(&me.providers);
                     let same = providers
                         .get(&name)
                         .is_some_and(|p| Arc::ptr_eq(p, &provider));
@@ -227,7 +227,7 @@ impl Subagents {
     }
 
     fn notify_removed(&self, name: &str) {
-        let listeners: Vec<ProviderListener> = crate::lock(&self.listeners)
+        let listeners: Vec<ProviderListener> = dsh_sync::lock(&self.listeners)
             .iter()
             .map(|(_, l)| l.clone())
             .collect();
@@ -248,26 +248,26 @@ impl Subagents {
         listener: impl Fn(&ProviderChange<'_>) -> Result<(), String> + Send + Sync + 'static,
     ) -> Disposer {
         let id = next_id();
-        crate::lock(&self.listeners).push((id, Arc::new(listener)));
+        dsh_sync::lock(&self.listeners).push((id, Arc::new(listener)));
         let me = self.me.clone();
         scope.defer(move || {
             if let Some(me) = me.upgrade() {
-                crate::lock(&me.listeners).retain(|(entry, _)| *entry != id);
+                dsh_sync::lock(&me.listeners).retain(|(entry, _)| *entry != id);
             }
         })
     }
 
     pub fn provider(&self, name: &str) -> Option<Arc<dyn SubagentProvider>> {
-        crate::lock(&self.providers).get(name).cloned()
+        dsh_sync::lock(&self.providers).get(name).cloned()
     }
 
     /// Providers in insertion order.
     pub fn list(&self) -> Vec<Arc<dyn SubagentProvider>> {
-        crate::lock(&self.providers).values().cloned().collect()
+        dsh_sync::lock(&self.providers).values().cloned().collect()
     }
 
     fn provider_names(&self) -> Vec<String> {
-        crate::lock(&self.providers).keys().cloned().collect()
+        dsh_sync::lock(&self.providers).keys().cloned().collect()
     }
 
     /// Steps 1–4 of `start`: the provider, its capabilities, `maxDepth`, the output schema.
@@ -361,7 +361,7 @@ impl Subagents {
     pub fn register_continuable_setup(&self, scope: &Scope, setup: ContinuableSetupFn) -> Disposer {
         let id = next_id();
         let installed: Arc<Mutex<Vec<Scope>>> = Arc::default();
-        crate::lock(&self.setups).push(SetupEntry {
+        dsh_sync::lock(&self.setups).push(SetupEntry {
             id,
             setup,
             installed: installed.clone(),
@@ -369,9 +369,9 @@ impl Subagents {
         let me = self.me.clone();
         scope.defer(move || {
             if let Some(me) = me.upgrade() {
-                crate::lock(&me.setups).retain(|entry| entry.id != id);
+                dsh_sync::lock(&me.setups).retain(|entry| entry.id != id);
             }
-            for scope in crate::lock(&installed).drain(..) {
+            for scope in dsh_sync::lock(&installed).drain(..) {
                 scope.dispose();
             }
         })
@@ -379,17 +379,18 @@ impl Subagents {
 
     /// Runs the contributions on a continuable child, each in its own sub-scope.
     pub(crate) fn run_continuable_setups(&self, child: &AgentHandle) -> Result<(), SubagentError> {
-        let entries: Vec<(ContinuableSetupFn, Arc<Mutex<Vec<Scope>>>)> = crate::lock(&self.setups)
-            .iter()
-            .map(|e| (e.setup.clone(), e.installed.clone()))
-            .collect();
+        let entries: Vec<(ContinuableSetupFn, Arc<Mutex<Vec<Scope>>>)> =
+            dsh_sync::lock(&self.setups)
+                .iter()
+                .map(|e| (e.setup.clone(), e.installed.clone()))
+                .collect();
         for (setup, installed) in entries {
             let scope = child
                 .scope()
                 .child(ScopeKind::Plugin, "continuable-setup")
                 .map_err(|e| SubagentError::plain(e.to_string()))?;
             setup(child, &scope)?;
-            let mut list = crate::lock(&installed);
+            let mut list = dsh_sync::lock(&installed);
             list.retain(|s| !s.is_disposed());
             list.push(scope);
         }

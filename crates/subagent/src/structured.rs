@@ -46,11 +46,11 @@ pub struct Capture(Arc<Mutex<State>>);
 
 impl Capture {
     pub fn committed(&self) -> Option<Value> {
-        crate::lock(&self.0).committed.clone()
+        dsh_sync::lock(&self.0).committed.clone()
     }
 
     fn closed(&self) -> bool {
-        let state = crate::lock(&self.0);
+        let state = dsh_sync::lock(&self.0);
         state.committed.is_some() || !state.nested.is_empty()
     }
 }
@@ -79,7 +79,7 @@ pub fn install(
         .run(move |args: Value, run: ToolRun| {
             let staging = staging.clone();
             async move {
-                crate::lock(&staging.0).staged.insert(run.token(), args);
+                dsh_sync::lock(&staging.0).staged.insert(run.token(), args);
                 run.conclude_turn();
                 Ok::<_, ToolError>(json!({"recorded": true}))
             }
@@ -92,7 +92,7 @@ pub fn install(
         .map_err(|e| SubagentError::plain(e.to_string()))?;
     let committing = capture.clone();
     runtime.tools.results().register(scope, move |event| {
-        let mut state = crate::lock(&committing.0);
+        let mut state = dsh_sync::lock(&committing.0);
         let token = event.exec.token();
         let ok = !event.result.is_error;
         if event.exec.name() == STRUCTURED_OUTPUT {

@@ -1068,7 +1068,7 @@ async fn the_report_fence_delivers_report_and_notice_to_the_spawn_turn() {
     let rig = Rig::new();
     continuable(&rig);
     rig.control_tools(Default::default());
-    dsh_subagent::fixtures::install_report_fence(&rig.hooks, rig.directory.clone(), &rig.root);
+    dsh_test_fixtures::install_report_fence(&rig.hooks, rig.directory.clone(), &rig.root);
     rig.script(
         "P-FENCE",
         vec![

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -210,9 +209,7 @@ impl PersistentBash {
     }
 
     fn slot(&self, owner: &str) -> Slot {
-        self.slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        dsh_sync::lock(&self.slots)
             .entry(owner.to_owned())
             .or_default()
             .clone()

@@ -2,14 +2,13 @@
 //! sandbox wrapper), the reader thread and scrollback, readiness detection for sends, reads,
 //! foreground signals and closing the whole owned process tree.
 
+use dsh_sync::lock;
 use std::ffi::OsString;
 use std::io::Read;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -27,10 +26,6 @@ use crate::config::BashBackendConfig;
 use crate::error::TerminalError;
 use crate::procfs;
 use crate::sanitize::Sanitizer;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// How a shell is launched: where, with what environment, under which wrapper.
 #[derive(Debug, Clone)]

@@ -1,13 +1,12 @@
 //! The terminal service (`ctx.terminals` upstream): session ids, owner isolation, unique names,
 //! one active send per session, closing, and the registered backends.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 
@@ -16,10 +15,6 @@ use futures::future::BoxFuture;
 use crate::error::TerminalError;
 use crate::pty::PtySession;
 use crate::pty::SessionStatus;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// What a backend needs to start one terminal.
 #[derive(Debug, Clone)]

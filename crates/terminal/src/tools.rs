@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Instant;
 
 use dsh_protocol::ContentBlock;
@@ -605,10 +604,7 @@ impl JobProducer for SendJob {
     }
 
     fn read_output(&self) -> Option<String> {
-        let mut from = self
-            .read_from
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut from = dsh_sync::lock(&self.read_from);
         let end = self.session.output_end();
         let (text, truncated) = self.session.output_since(*from, self.limit);
         *from = end;

@@ -2,8 +2,9 @@
 //! JSON-RPC 2.0 on its stdio, as an editor would; answers `session/request_permission` from
 //! `permission_answers` and refuses every other client-side method.
 
+use dsh_sync::lock;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -43,12 +44,6 @@ struct Driver<'a> {
     stdin: Stdin,
     next_id: u64,
     session_id: Option<String>,
-}
-
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn write_line(stdin: &Stdin, msg: &Value) -> Result<(), String> {

@@ -3,6 +3,7 @@
 //! tests that need to see what the harness sent (tool lists, bodies) or that exercise a generic
 //! OpenAI-compatible provider.
 
+use dsh_sync::lock;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,12 +65,6 @@ impl Drop for ChatServer {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn chunk(delta: Value, finish: Option<&str>) -> Value {

@@ -142,9 +142,17 @@ pub fn config_toml(spec: &ScenarioSpec, home: &Path) -> String {
             "[plugins.workspace-instructions]\nmax_bytes = 65536\nproject_root_markers = [\".dsh-project\"]\n\n",
         );
     }
+    // A recorded `fixture_plugins` entry turns on the test-only plugin of that name (built
+    // into the test `dsh` only: `dsh-test-fixtures`); the loopback web fixture is an aux server.
     for fixture in &spec.fixture_plugins {
-        if fixture.starts_with("workspace-context-compaction") {
-            toml.push_str("[plugins.workspace-context-compaction-fixture]\nenabled = true\nread_path = \"nested/task.txt\"\n\n");
+        match crate::runner::fixture_name(fixture) {
+            "workspace-context-compaction" => toml.push_str(
+                "[plugins.workspace-context-compaction-fixture]\nenabled = true\nread_path = \"nested/task.txt\"\n\n",
+            ),
+            "subagent-report-fence" => {
+                toml.push_str("[plugins.subagent-report-fence]\nenabled = true\n\n");
+            }
+            _ => {}
         }
     }
     if let Some(mode) = spec.mode.as_deref().filter(|mode| *mode != "native") {
@@ -303,6 +311,27 @@ mod tests {
             plugins["workspace-context-compaction-fixture"]["enabled"].as_bool(),
             Some(true)
         );
+    }
+
+    #[test]
+    fn each_fixture_plugin_entry_turns_on_its_plugin_by_configuration() {
+        let report = spec(serde_json::json!({
+            "suite": "acp", "name": "subagent-report",
+            "fixture_plugins": ["subagent-report-fence (orders report/settlement against the parent turns)"]
+        }));
+        let parsed: toml::Table = toml::from_str(&config_toml(&report, Path::new("/h"))).unwrap();
+        assert_eq!(
+            parsed["plugins"]["subagent-report-fence"]["enabled"].as_bool(),
+            Some(true)
+        );
+        // The loopback web page is an aux server, not a plugin: no table for it.
+        let web = spec(serde_json::json!({
+            "suite": "acp", "name": "web-fetch",
+            "fixture_plugins": ["web-fetch-fixture-server (loopback HTTP page on 127.0.0.1:43117)"]
+        }));
+        let parsed: toml::Table = toml::from_str(&config_toml(&web, Path::new("/h"))).unwrap();
+        let plugins = parsed.get("plugins").and_then(toml::Value::as_table);
+        assert!(plugins.is_none_or(|p| !p.keys().any(|k| k.contains("fixture"))));
     }
 
     #[test]

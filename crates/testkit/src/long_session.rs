@@ -11,7 +11,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -124,12 +123,7 @@ impl LongSessionServer {
 
     /// Every served request so far.
     pub fn served(&self) -> Vec<Served> {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .log
-            .clone()
+        dsh_sync::lock(&self.shared.state).log.clone()
     }
 }
 
@@ -208,7 +202,7 @@ fn handle(shared: &Shared, headers: &HeaderMap, body: &Bytes) -> Response {
         && request["messages"][0]["content"]
             .as_str()
             .is_some_and(|s| s.starts_with("Create a concise title"));
-    let mut state = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut state = dsh_sync::lock(&shared.state);
     let gap_ms = state
         .last_end
         .map(|end| now.duration_since(end).as_secs_f64() * 1000.0);

@@ -66,9 +66,7 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent data (every update is one assignment).
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        dsh_sync::lock(&self.state)
     }
 }
 

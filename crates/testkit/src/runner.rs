@@ -150,10 +150,6 @@ pub fn discover(dirs: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// The variable that names the test-only fixtures a run needs (each `fixture_plugins`
-/// entry's first word); plugins that provide a fixture mount it only when named here.
-pub const FIXTURES_ENV: &str = "DSH_TEST_FIXTURES";
-
 /// The fixture name of a `fixture_plugins` entry (its first word).
 pub fn fixture_name(entry: &str) -> &str {
     entry.split_whitespace().next().unwrap_or_default()
@@ -289,7 +285,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
     .map_err(|e| e.to_string())?;
     // Held until the judged run is over; dropping it stops the servers.
     let _aux = crate::aux_server::start(&scenario.dir).await?;
-    let mut env: Vec<(String, String)> = spec
+    let env: Vec<(String, String)> = spec
         .env
         .iter()
         .map(|(k, v)| {
@@ -297,14 +293,6 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             (k.clone(), v)
         })
         .collect();
-    if !spec.fixture_plugins.is_empty() {
-        let names: Vec<&str> = spec
-            .fixture_plugins
-            .iter()
-            .map(|f| fixture_name(f))
-            .collect();
-        env.push((FIXTURES_ENV.to_owned(), names.join(",")));
-    }
     let ctx = RunContext {
         bin: opts.bin.clone(),
         workspace: ws.path().to_path_buf(),

@@ -11,7 +11,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_agent::AgentHandle;
 use dsh_agent::RequestInput;
@@ -203,7 +202,7 @@ pub(crate) struct FirstPrompts(Mutex<HashMap<String, FirstPromptFold>>);
 
 impl FirstPrompts {
     fn folds(&self) -> std::sync::MutexGuard<'_, HashMap<String, FirstPromptFold>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        dsh_sync::lock(&self.0)
     }
 
     /// The seq and text of the first human `user/message` of `log`.

@@ -121,7 +121,7 @@ impl LlmTitles {
         // Found: a session is armed at most once, and never asks again.
         self.prompts.forget(log.id());
         {
-            let mut armed = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+            let mut armed = dsh_sync::lock(&self.armed);
             if !armed.insert(log.id().to_owned()) {
                 return;
             }

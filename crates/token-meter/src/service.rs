@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use dsh_session::SessionLog;
 use dsh_session::data::EpochHeader;
@@ -33,10 +32,10 @@ impl TokenMeter {
     }
 
     fn folds(&self, log: &SessionLog) -> Arc<Mutex<Folds>> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sessions = dsh_sync::lock(&self.sessions);
         let entry = sessions.entry(log.id().to_owned()).or_default().clone();
         {
-            let mut folds = entry.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut folds = dsh_sync::lock(&entry);
             // A shorter log under the same id is another instance (a reload): start over.
             if folds.meter.next_seq() > log.len() || folds.pressure.next_seq() > log.len() {
                 *folds = Folds::default();
@@ -52,7 +51,7 @@ impl TokenMeter {
         f: impl FnOnce(&MeterFold) -> T,
     ) -> Result<T, MeterError> {
         let entry = self.folds(log);
-        let mut folds = entry.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut folds = dsh_sync::lock(&entry);
         folds.meter.catch_up(log)?;
         Ok(f(&folds.meter))
     }
@@ -69,7 +68,7 @@ impl TokenMeter {
     /// The context-fill projection of a session.
     pub fn pressure(&self, log: &SessionLog) -> ContextPressure {
         let entry = self.folds(log);
-        let mut folds = entry.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut folds = dsh_sync::lock(&entry);
         // A first reading late in a long session (`dsh exec`'s closing usage line) reads the log
         // back a window at a time; a failure leaves the projection where it got to.
         let from = folds.pressure.next_seq();
@@ -81,10 +80,7 @@ impl TokenMeter {
 
     /// Drops a session's folds (when its log is closed for good).
     pub fn forget(&self, session_id: &str) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(session_id);
+        dsh_sync::lock(&self.sessions).remove(session_id);
     }
 }
 

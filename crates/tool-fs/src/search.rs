@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use ignore::DirEntry;
 use ignore::WalkBuilder;
@@ -207,7 +206,7 @@ where
     let skipped: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
     let failure: Mutex<Option<FsError>> = Mutex::new(None);
     let fail = |error: FsError| {
-        let mut slot = failure.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = dsh_sync::lock(&failure);
         if slot.is_none() {
             *slot = Some(error);
         }
@@ -227,10 +226,7 @@ where
                         ignore::Error::WithPath { path, .. } => path.display().to_string(),
                         other => other.to_string(),
                     };
-                    skipped
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push((key, skipped_entry(root, &err)));
+                    dsh_sync::lock(skipped).push((key, skipped_entry(root, &err)));
                     return WalkState::Continue;
                 }
             };
@@ -240,22 +236,20 @@ where
             match visit(&entry) {
                 Visit::Skip => WalkState::Continue,
                 Visit::Hit(value) => {
-                    hits.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push((entry.into_path(), value));
+                    dsh_sync::lock(hits).push((entry.into_path(), value));
                     WalkState::Continue
                 }
                 Visit::Fail(error) => fail(error),
             }
         })
     });
-    if let Some(error) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
+    if let Some(error) = dsh_sync::into_inner(failure) {
         return Err(error);
     }
-    let mut hits = hits.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut hits = dsh_sync::into_inner(hits);
     // `Path`'s order compares component by component: the name-sorted depth-first order.
     hits.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut skipped = skipped.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let mut skipped = dsh_sync::into_inner(skipped);
     skipped.sort();
     skipped.dedup();
     Ok(Walked {

@@ -102,11 +102,7 @@ impl JobProducer for BashJob {
         let out = self.stdout.read_delta();
         let mut err = self.stderr.read_delta();
         if err.text.is_empty()
-            && let Some(failure) = self
-                .spawn_failure
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
+            && let Some(failure) = dsh_sync::lock(&self.spawn_failure).take()
         {
             err.text = failure;
         }

@@ -1,5 +1,6 @@
 //! Execution identity: the immutable facts of one call, minted once by the registry.
 
+use dsh_sync::lock;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -294,11 +295,4 @@ impl Dispatch {
         let replaced = self.replaced.then_some(self.signal);
         (self.exec, replaced)
     }
-}
-
-/// Poison-tolerant lock: a panicking listener must not wedge the registry.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -19,7 +19,6 @@ use crate::execution::Dispatch;
 use crate::execution::Execution;
 use crate::execution::ToolCallInput;
 use crate::execution::ToolRun;
-use crate::execution::lock;
 use crate::hooks::ApprovalOutcome;
 use crate::hooks::ApprovalRequest;
 use crate::hooks::ApprovalService;
@@ -32,6 +31,7 @@ use crate::registry::chain_of;
 use crate::result::ToolResult;
 use crate::result::content_is_lossless;
 use crate::result::feedback_message;
+use dsh_sync::lock;
 
 /// Outcome of [`ToolRegistry::prepare`].
 pub enum Prepared {

@@ -27,7 +27,6 @@ use crate::error::RegisterError;
 use crate::error::RestrictError;
 use crate::error::SchemasError;
 use crate::error::ToolError;
-use crate::execution::lock;
 use crate::hooks::ChangeFn;
 use crate::hooks::CodeModeTransport;
 use crate::hooks::ExecuteHook;
@@ -37,6 +36,7 @@ use crate::hooks::PostExecuteHook;
 use crate::hooks::PreExecuteHook;
 use crate::hooks::PresentationMode;
 use crate::hooks::ResultHook;
+use dsh_sync::lock;
 
 /// Registry configuration.
 #[derive(Debug, Clone, Copy, Default)]
@@ -200,14 +200,10 @@ impl ToolRegistry {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        dsh_sync::read(&self.state)
     }
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        dsh_sync::write(&self.state)
     }
 
     /// Registers `definition` in the layer of `scope`'s nearest agent (or globally). The
@@ -488,17 +484,11 @@ impl ToolRegistry {
         transport: Arc<dyn CodeModeTransport>,
     ) -> Disposer {
         let id = next_id();
-        *self
-            .transport
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((id, transport));
+        *dsh_sync::write(&self.transport) = Some((id, transport));
         let me = self.me.clone();
         scope.defer(move || {
             if let Some(registry) = me.upgrade() {
-                let mut slot = registry
-                    .transport
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut slot = dsh_sync::write(&registry.transport);
                 if slot.as_ref().is_some_and(|(entry, _)| *entry == id) {
                     *slot = None;
                 }
@@ -507,10 +497,7 @@ impl ToolRegistry {
     }
 
     fn run_code(&self) -> Option<Arc<ToolDefinition>> {
-        let slot = self
-            .transport
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = dsh_sync::read(&self.transport);
         slot.as_ref().map(|(_, t)| t.definition())
     }
 

@@ -1,9 +1,9 @@
 //! Where the fold gets what it does not own: plugins' event presenters and tools' cards.
 
+use dsh_sync::lock;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::MutexGuard;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
@@ -53,13 +53,6 @@ impl std::fmt::Debug for EventPresenters {
             .field("kinds", &kinds)
             .finish()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Registrations only move in and out; a poisoned lock still holds a valid map.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl EventPresenters {

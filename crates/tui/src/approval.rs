@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 
@@ -143,23 +142,14 @@ impl TuiApproval {
 
     /// Tools allowed for the rest of the session.
     pub fn granted(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .granted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect();
+        let mut names: Vec<String> = dsh_sync::lock(&self.granted).iter().cloned().collect();
         names.sort();
         names
     }
 
     /// Forgets session grants (a new session starts clean).
     pub fn reset(&self) {
-        self.granted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        dsh_sync::lock(&self.granted).clear();
     }
 }
 
@@ -167,12 +157,7 @@ impl ApprovalService for TuiApproval {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
         // A session grant covers a tool's ordinary asks, never a wider sandbox.
         let escalation = is_escalation(request.reason.as_deref());
-        let granted = !escalation
-            && self
-                .granted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(&request.tool_name);
+        let granted = !escalation && dsh_sync::lock(&self.granted).contains(&request.tool_name);
         if granted || self.auto.load(Ordering::Relaxed) {
             return Box::pin(std::future::ready(ApprovalOutcome::AllowedOnce));
         }
@@ -197,7 +182,7 @@ impl ApprovalService for TuiApproval {
                     Ok(Answer::Once) => ApprovalOutcome::AllowedOnce,
                     Ok(Answer::Session) if escalation => ApprovalOutcome::AllowedOnce,
                     Ok(Answer::Session) => {
-                        memory.lock().unwrap_or_else(PoisonError::into_inner).insert(tool);
+                        dsh_sync::lock(&memory).insert(tool);
                         ApprovalOutcome::AllowedOnce
                     }
                     Ok(Answer::Reject) => ApprovalOutcome::Rejected,

@@ -14,7 +14,6 @@ mod answers;
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
@@ -311,7 +310,7 @@ impl UserQuestions {
     ) -> Result<Disposer, UserQuestionError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         {
-            let mut slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slot = dsh_sync::lock(&self.slot);
             if slot.is_some() {
                 return Err(UserQuestionError::new(
                     QuestionErrorCode::DuplicateProvider,
@@ -323,7 +322,7 @@ impl UserQuestions {
         let me = Arc::downgrade(self);
         Ok(owner.defer(move || {
             if let Some(me) = me.upgrade() {
-                let mut slot = me.slot.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut slot = dsh_sync::lock(&me.slot);
                 if slot.as_ref().is_some_and(|s| s.id == id) {
                     *slot = None;
                 }
@@ -332,10 +331,7 @@ impl UserQuestions {
     }
 
     pub fn has_provider(&self) -> bool {
-        self.slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
+        dsh_sync::lock(&self.slot).is_some()
     }
 
     /// Checks `request` in upstream's order, then asks the provider. The answer is raced
@@ -408,9 +404,7 @@ impl UserQuestions {
                 ));
             }
         }
-        self.slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        dsh_sync::lock(&self.slot)
             .as_ref()
             .map(|slot| slot.provider.clone())
             .ok_or_else(|| UserQuestionError::new(Code::NoProvider, NO_PROVIDER))

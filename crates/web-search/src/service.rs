@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::PoisonError;
 
 use futures::future::BoxFuture;
 use serde::Deserialize;
@@ -97,10 +96,7 @@ impl WebSearch {
     }
 
     pub fn register(&self, provider: Arc<dyn SearchProvider>) -> Result<(), WebError> {
-        let mut providers = self
-            .providers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut providers = dsh_sync::lock(&self.providers);
         if providers.iter().any(|p| p.id() == provider.id()) {
             return Err(WebError::new(
                 "WEB_DUPLICATE_PROVIDER",
@@ -116,19 +112,14 @@ impl WebSearch {
 
     /// Whether any call could be served (the tool is offered only then).
     pub fn any_available(&self) -> bool {
-        self.providers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        dsh_sync::lock(&self.providers)
             .iter()
             .any(|p| p.available())
     }
 
     /// The provider for this call.
     pub fn select(&self) -> Result<Arc<dyn SearchProvider>, WebError> {
-        let providers = self
-            .providers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let providers = dsh_sync::lock(&self.providers);
         if let Some(id) = &self.configured {
             let provider = providers.iter().find(|p| p.id() == id).ok_or_else(|| {
                 WebError::new(

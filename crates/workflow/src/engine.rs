@@ -1,6 +1,7 @@
 //! The worker engine (§4.1–§4.2): one Code Mode QuickJS program per run, on its own thread,
 //! whose hooks fan out one-shot children through the subagent service.
 
+use dsh_sync::lock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -251,10 +252,6 @@ impl RunShared {
     fn settled(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The engine service (`ctx.workflowEngine`).

@@ -185,14 +185,14 @@ fn requeue_at_idle(rig: &Rig, sync: bool) -> Arc<std::sync::Mutex<Vec<String>>> 
                 let Some(agent) = AgentHandle::from_scope(&scope) else {
                     return;
                 };
-                if !sink.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                if !dsh_sync::lock(&sink).is_empty() {
                     return;
                 }
                 let outcome = match agent.followup(Message::user_text("round 1")) {
                     Ok(()) => "queued".to_owned(),
                     Err(error) => error.to_string(),
                 };
-                sink.lock().unwrap_or_else(|e| e.into_inner()).push(outcome);
+                dsh_sync::lock(&sink).push(outcome);
             };
             if sync {
                 send();

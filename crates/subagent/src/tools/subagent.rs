@@ -221,7 +221,7 @@ pub fn install(
                 child.dispose();
                 return Err(error);
             }
-            if let Some(old) = crate::lock(&mounted).replace(child) {
+            if let Some(old) = dsh_sync::lock(&mounted).replace(child) {
                 old.dispose();
             }
             Ok(())
@@ -241,7 +241,7 @@ pub fn install(
     subagents.on_provider_change(scope, move |change| match change {
         ProviderChange::Added(provider) if provider.name() == watched => mount(provider),
         ProviderChange::Removed(name) if *name == watched => {
-            if let Some(old) = crate::lock(&unmounted).take() {
+            if let Some(old) = dsh_sync::lock(&unmounted).take() {
                 old.dispose();
             }
             Ok(())
@@ -250,7 +250,7 @@ pub fn install(
     });
     let cleanup = mounted;
     scope.defer(move || {
-        if let Some(old) = crate::lock(&cleanup).take() {
+        if let Some(old) = dsh_sync::lock(&cleanup).take() {
             old.dispose();
         }
     });
@@ -390,7 +390,7 @@ const KEPT_TRANSCRIPTS: usize = 64;
 
 impl Transcripts {
     fn put(&self, run_id: &str, transcript: Value) {
-        let mut map = crate::lock(&self.0);
+        let mut map = dsh_sync::lock(&self.0);
         map.insert(run_id.to_owned(), transcript);
         while map.len() > KEPT_TRANSCRIPTS {
             map.shift_remove_index(0);
@@ -398,7 +398,7 @@ impl Transcripts {
     }
 
     fn take(&self, run_id: &str) -> Option<Value> {
-        crate::lock(&self.0).shift_remove(run_id)
+        dsh_sync::lock(&self.0).shift_remove(run_id)
     }
 }
 
@@ -417,7 +417,7 @@ fn progress_for(run: &ToolRun, activity: Arc<Mutex<Activity>>) -> crate::provide
     let call_id = run.call_id().to_owned();
     Arc::new(move |child_id, progress| {
         let line = {
-            let mut activity = crate::lock(&activity);
+            let mut activity = dsh_sync::lock(&activity);
             child_id.clone_into(&mut activity.child_id);
             match progress {
                 crate::provider::ChildProgress::ToolCall { title, .. } => {
@@ -590,7 +590,7 @@ async fn execute(
     let result = run_handle.result().await;
     let disposed = run_handle.dispose().await;
     {
-        let activity = crate::lock(&activity);
+        let activity = dsh_sync::lock(&activity);
         transcripts.put(
             &run_handle.run_id,
             json!({
@@ -644,7 +644,7 @@ struct SubagentJob {
 
 impl JobProducer for SubagentJob {
     fn cancel(&self, reason: Option<&str>) -> Result<(), String> {
-        *crate::lock(&self.reason) = Some(
+        *dsh_sync::lock(&self.reason) = Some(
             reason
                 .unwrap_or("background subagent task killed")
                 .to_owned(),

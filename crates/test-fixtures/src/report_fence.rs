@@ -1,5 +1,6 @@
-//! Test-only behaviour the recorded conformance compositions added (`fixture_plugins`). A host
-//! mounts these only when a test asks for them by name.
+//! `[plugins.subagent-report-fence]`, for the recorded `subagent-report` conformance scenario
+//! (`fixture_plugins: subagent-report-fence`): orders a child's report and settlement notice
+//! against its parent's turns, as the recorded composition did.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -11,7 +12,13 @@ use dsh_agent::AgentStatus;
 use dsh_kernel::Scope;
 use tokio::sync::Notify;
 
-use crate::directory::AgentDirectory;
+use dsh_plugin::HostPlugin;
+use dsh_plugin::HostServices;
+use dsh_plugin::Plugin;
+use dsh_plugin::PluginError;
+use dsh_subagent::AgentDirectory;
+use serde::Deserialize;
+use serde::Serialize;
 
 /// A one-way latch.
 #[derive(Default)]
@@ -37,8 +44,41 @@ impl Latch {
     }
 }
 
-/// The name scenarios use (`subagent-report-fence`).
-pub const REPORT_FENCE: &str = "subagent-report-fence";
+/// `[plugins.subagent-report-fence]` (no settings): the fence over the subagents plugin's
+/// agent directory; re-applied with it.
+#[derive(Debug, Default)]
+pub struct SubagentReportFence;
+
+/// `[plugins.subagent-report-fence]` takes no settings but `enabled`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FenceSettings {}
+
+impl Plugin for SubagentReportFence {
+    type Config = FenceSettings;
+
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn apply(&self, ctx: &Scope, _settings: Self::Config) -> Result<(), PluginError> {
+        let host = HostServices::of(ctx)?;
+        let directory = ctx.service::<AgentDirectory>().ok_or_else(|| {
+            PluginError::msg(format!(
+                "[plugins.{}] needs [plugins.subagents] enabled",
+                Self::NAME
+            ))
+        })?;
+        install_report_fence(&host.hooks, directory, ctx);
+        Ok(())
+    }
+}
+
+impl HostPlugin for SubagentReportFence {
+    const NAME: &'static str = "subagent-report-fence";
+    const ENABLED_BY_DEFAULT: bool = false;
+    const USES: &'static [&'static str] = &["subagents"];
+}
 
 /// `subagent-report-fence`: holds the report child until its parent's spawn turn has ended,
 /// then keeps the parent in maintenance (busy, not running a turn) until the child's settlement
