@@ -59,7 +59,10 @@ pub(crate) struct ClientView {
 /// The connections that watch one session, newest last: the agent's requests (approvals,
 /// questions) go to the newest one still attached. With one connection (stdio), that one.
 #[derive(Clone, Default)]
-pub(crate) struct Clients(Arc<Mutex<Vec<(u64, ConnectionTo<Client>)>>>);
+pub(crate) struct Clients(Arc<Mutex<Vec<Viewer>>>);
+
+/// A viewer's id and connection.
+type Viewer = (u64, ConnectionTo<Client>);
 
 impl Clients {
     /// The clients of a new session: its owner, with a fresh viewer id.
@@ -67,9 +70,9 @@ impl Clients {
         Self(Arc::new(Mutex::new(vec![(next_viewer_id(), connection)])))
     }
 
-    /// The owner's viewer id.
-    fn owner(&self) -> u64 {
-        lock(&self.0).first().map_or(0, |(id, _)| *id)
+    /// The owner's viewer id and connection.
+    fn owner(&self) -> Option<Viewer> {
+        lock(&self.0).first().cloned()
     }
 
     /// The connection that answers the agent's requests now.
@@ -315,14 +318,15 @@ impl FlushTarget for Delivery {
 }
 
 /// Every delivery of one session: the owner's first, then each attached viewer's.
-type Deliveries = Arc<Mutex<Vec<(u64, Arc<Mutex<Delivery>>)>>>;
+type DeliveryList = Vec<(u64, Arc<Mutex<Delivery>>)>;
+type Deliveries = Arc<Mutex<DeliveryList>>;
 
 fn each_delivery(deliveries: &Deliveries) -> Vec<Arc<Mutex<Delivery>>> {
     lock(deliveries).iter().map(|(_, d)| d.clone()).collect()
 }
 
 /// The approval channel's view of the deliveries (weak: the session owns them).
-struct DeliveryCalls(std::sync::Weak<Mutex<Vec<(u64, Arc<Mutex<Delivery>>)>>>);
+struct DeliveryCalls(std::sync::Weak<Mutex<DeliveryList>>);
 
 impl DeliveryCalls {
     fn deliveries(&self) -> Vec<Arc<Mutex<Delivery>>> {
@@ -433,12 +437,14 @@ impl Session {
         id: String,
         cwd: PathBuf,
         parts: SessionParts,
-        connection: ConnectionTo<Client>,
         client: ClientView,
         replay: Option<u64>,
         images: Option<Arc<dyn crate::images::PromptImageStore>>,
         clients: Clients,
     ) -> Result<Arc<Self>, String> {
+        let (owner, connection) = clients
+            .owner()
+            .ok_or_else(|| "a session needs a client".to_owned())?;
         let SessionParts {
             agent,
             presentation,
@@ -466,10 +472,9 @@ impl Session {
             detached: false,
             log: None,
             echo_user: client.cursor,
-            viewer: clients.owner(),
+            viewer: owner,
             typed_by: typed_by.clone(),
         }));
-        let owner = clients.owner();
         let deliveries: Deliveries = Arc::new(Mutex::new(vec![(owner, delivery.clone())]));
         let stop = CancellationToken::new();
         let flushing = crate::live::spawn_flusher(

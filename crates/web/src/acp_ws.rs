@@ -153,14 +153,9 @@ pub(crate) async fn serve_socket(
         let queue = queue.clone();
         tokio::spawn(async move {
             let mut lines = tokio::io::BufReader::new(from_agent).lines();
-            loop {
-                match lines.next_line().await {
-                    Ok(Some(line)) => {
-                        // Once the viewer is dropped, keep draining so the agent is not held.
-                        let _ = queue.push(line);
-                    }
-                    Ok(None) | Err(_) => break,
-                }
+            // Once the viewer is dropped, keep draining so the agent is not held.
+            while let Ok(Some(line)) = lines.next_line().await {
+                let _ = queue.push(line);
             }
             queue.finish();
         })
