@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use dsh_agent::AbortReason;
 
 use crate::session::Session;
-use crate::session::lock;
+use dsh_sync::lock;
 
 #[derive(Default)]
 struct Shared {
