@@ -32,7 +32,7 @@ NOT_NAMED = {
 
 
 # Front-ends and the capability crates they must not name (rule 4).
-FRONT_ENDS = {"dsh-acp", "dsh-tui", "dsh-headless", "dsh-sdk-server"}
+FRONT_ENDS = {"dsh-acp", "dsh-tui", "dsh-headless", "dsh-sdk-server", "dsh-web"}
 CAPABILITY = re.compile(r"^dsh-(tool-.*|plan-mode|goal|subagent(-.*)?)$")
 
 

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use agent_client_protocol::Client;
-use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::PermissionOption;
 use agent_client_protocol::v1::schema::PermissionOptionKind;
 use agent_client_protocol::v1::schema::RequestPermissionOutcome;
@@ -40,7 +38,8 @@ pub(crate) struct ClientApproval {
     /// The scope of the one agent this bridge session owns: requests from any other agent
     /// (a same-id impostor included) never reach the client.
     owner: ScopeId,
-    connection: ConnectionTo<Client>,
+    /// The connections watching the session: the newest one is asked.
+    clients: crate::session::Clients,
     calls: Arc<dyn ShownCalls>,
 }
 
@@ -48,13 +47,13 @@ impl ClientApproval {
     pub(crate) fn new(
         session_id: String,
         owner: ScopeId,
-        connection: ConnectionTo<Client>,
+        clients: crate::session::Clients,
         calls: Arc<dyn ShownCalls>,
     ) -> Self {
         Self {
             session_id,
             owner,
-            connection,
+            clients,
             calls,
         }
     }
@@ -93,6 +92,9 @@ impl ApprovalService for ClientApproval {
             return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
         }
         let escalation = crate::cards::escalation(request.reason.as_deref()).is_some();
+        let Some(connection) = self.clients.current() else {
+            return Box::pin(std::future::ready(ApprovalOutcome::Unavailable));
+        };
         let (tool_call, shown) = self.calls.permission_call(&request);
         if shown {
             self.calls
@@ -100,7 +102,7 @@ impl ApprovalService for ClientApproval {
         }
         let ask =
             RequestPermissionRequest::new(self.session_id.clone(), tool_call, options(escalation));
-        let sent = self.connection.send_request(ask);
+        let sent = connection.send_request(ask);
         let asker = request.agent.clone();
         let tool = request.tool_name;
         let signal = request.signal;

@@ -118,6 +118,10 @@ struct State {
     images_advertised: bool,
     sessions: HashMap<String, Arc<Session>>,
     loading: HashSet<String>,
+    /// `clientCapabilities._meta.dsh.cursor`: updates carry their log seq.
+    cursor: bool,
+    /// With a shared registry: this connection's viewer id in each session it watches.
+    viewing: HashMap<String, u64>,
 }
 
 pub(crate) struct Bridge {
@@ -126,6 +130,8 @@ pub(crate) struct Bridge {
     state: Mutex<State>,
     /// Settling prompts; teardown waits for them so every prompt gets its answer.
     tasks: TaskTracker,
+    /// The server's live sessions, when several connections share them (`dsh web`).
+    shared: Option<crate::LiveSessions>,
 }
 
 fn modes_wire(modes: &ModeState) -> SessionModeState {
@@ -177,12 +183,17 @@ fn check_session_folder(cwd: &Path) -> Result<(), RpcError> {
 }
 
 impl Bridge {
-    pub(crate) fn new(sessions: dsh_host::SessionHost, config: BridgeConfig) -> Self {
+    pub(crate) fn new(
+        sessions: dsh_host::SessionHost,
+        config: BridgeConfig,
+        shared: Option<crate::LiveSessions>,
+    ) -> Self {
         Self {
             host: AcpHost::new(sessions),
             config,
             state: Mutex::new(State::default()),
             tasks: TaskTracker::new(),
+            shared,
         }
     }
 
@@ -193,6 +204,7 @@ impl Bridge {
             terminal_output: state.terminal_output,
             fs: state.fs,
             terminal: state.terminal,
+            cursor: state.cursor,
         }
     }
 
@@ -239,6 +251,14 @@ impl Bridge {
         let images = crate::images::advertised(store.as_deref(), self.host.image_input(None))
             || (crate::images::stores_prompt_formats(store.as_deref())
                 && self.host.any_model_takes_images());
+        let cursor = request
+            .client_capabilities
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("dsh"))
+            .and_then(|dsh| dsh.get("cursor"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
         let elicitation_form = request
             .client_capabilities
             .elicitation
@@ -247,6 +267,7 @@ impl Bridge {
         {
             let mut state = lock(&self.state);
             state.terminal_output = terminal;
+            state.cursor = cursor;
             state.elicitation_form = elicitation_form;
             state.images_advertised = images;
             state.terminal = request.client_capabilities.terminal;
@@ -368,15 +389,16 @@ impl Bridge {
         }
         let client = self.client_view();
         let agent = parts.agent.clone();
-        crate::questions::offer(&agent, connection.clone(), elicitation);
+        let clients = crate::session::Clients::new(connection.clone());
+        crate::questions::offer(&agent, clients.clone(), elicitation);
         let session = Session::attach(
             session_id.clone(),
             request.cwd,
             parts,
-            connection,
             client,
-            false,
+            None,
             self.host.prompt_images(),
+            clients,
         )
         .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
@@ -400,6 +422,15 @@ impl Bridge {
             tokio::spawn(async move { agent.dispose().await });
             return Err(internal_error(texts::DISPOSED));
         }
+        if let Some(shared) = &self.shared {
+            if !shared.insert(session.clone()) {
+                drop(state);
+                let agent = session.agent.clone();
+                tokio::spawn(async move { agent.dispose().await });
+                return Err(internal_error(texts::DISPOSED));
+            }
+            state.viewing.insert(session.id.clone(), session.owner);
+        }
         state.sessions.insert(session.id.clone(), session);
         Ok(())
     }
@@ -418,6 +449,12 @@ impl Bridge {
             return Err(invalid_params(texts::MCP_SERVERS));
         }
         let id = request.session_id.0.to_string();
+        let cursor = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("dsh"))
+            .and_then(|dsh| dsh.get("cursor"))
+            .and_then(serde_json::Value::as_u64);
         {
             let mut state = lock(&self.state);
             if state.closed {
@@ -427,24 +464,37 @@ impl Bridge {
                 return Err(invalid_params(format!("session is already loaded: {id}")));
             }
         }
-        let result = self
-            .open_stored(id.clone(), request.cwd, connection, true)
-            .await;
+        // Shared: attach to the session if it is live here; open it otherwise, one
+        // connection at a time, so a log never gets two writers.
+        let _opening = match &self.shared {
+            Some(shared) => Some(shared.loading.clone().lock_owned().await),
+            None => None,
+        };
+        let live = self.shared.as_ref().and_then(|shared| shared.get(&id));
+        let result = match live {
+            Some(live) => self.attach_live(live, request.cwd, connection, cursor),
+            None => self
+                .open_stored(id.clone(), request.cwd, connection, Some(cursor.unwrap_or(0)))
+                .await
+                .map(|(modes, options, session)| {
+                    (
+                        LoadSessionResponse::new()
+                            .modes(modes)
+                            .config_options(options),
+                        session,
+                    )
+                }),
+        };
         if result.is_err() {
             lock(&self.state).loading.remove(&id);
         }
-        let (modes, options, session) = result?;
-        Ok((
-            LoadSessionResponse::new()
-                .modes(modes)
-                .config_options(options),
-            session,
-        ))
+        result
     }
 
     /// `session/resume`: the stored session is reattached without replaying its conversation
     /// (the client still shows it); its commands and usage follow the answer. A session this
-    /// connection already has open is simply answered again.
+    /// connection already has open is simply answered again; one another connection of this
+    /// server runs is joined as one more viewer, with nothing replayed.
     pub(crate) async fn resume_session(
         &self,
         request: ResumeSessionRequest,
@@ -485,9 +535,22 @@ impl Bridge {
                 (modes, self.config_options(&session), session)
             }
             None => {
-                let result = self
-                    .open_stored(id.clone(), request.cwd, connection, false)
-                    .await;
+                let _opening = match &self.shared {
+                    Some(shared) => Some(shared.loading.clone().lock_owned().await),
+                    None => None,
+                };
+                let live = self.shared.as_ref().and_then(|shared| shared.get(&id));
+                let result = match live {
+                    Some(live) => self
+                        .attach_live(live, request.cwd, connection, Some(u64::MAX))
+                        .map(|(response, session)| {
+                            (response.modes, response.config_options, session)
+                        }),
+                    None => {
+                        self.open_stored(id.clone(), request.cwd, connection, None)
+                            .await
+                    }
+                };
                 if result.is_err() {
                     lock(&self.state).loading.remove(&id);
                 }
@@ -502,14 +565,55 @@ impl Bridge {
         ))
     }
 
-    /// Opens a stored session in this connection (`replay`: its conversation is rendered
-    /// first, as `session/load` does), answering what the load or resume answer carries.
+    /// `session/load` of a session another connection of this server runs: this connection
+    /// becomes one more viewer of it.
+    fn attach_live(
+        &self,
+        session: Arc<Session>,
+        cwd: PathBuf,
+        connection: ConnectionTo<Client>,
+        cursor: Option<u64>,
+    ) -> Result<(LoadSessionResponse, Arc<Session>), RpcError> {
+        if session.cwd != cwd {
+            return Err(invalid_params(format!(
+                "session {} belongs to cwd {}, not {}",
+                session.id,
+                session.cwd.to_string_lossy(),
+                cwd.to_string_lossy()
+            )));
+        }
+        let viewer = session
+            .attach_viewer(connection, self.client_view(), cursor)
+            .map_err(internal_error)?;
+        let mut state = lock(&self.state);
+        state.loading.remove(&session.id);
+        if state.closed {
+            drop(state);
+            session.detach(viewer);
+            return Err(internal_error(texts::DISPOSED));
+        }
+        state.viewing.insert(session.id.clone(), viewer);
+        state.sessions.insert(session.id.clone(), session.clone());
+        drop(state);
+        let modes = lock(&session.modes).as_ref().map(modes_wire);
+        let options = self.config_options(&session);
+        Ok((
+            LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(options),
+            session,
+        ))
+    }
+
+    /// Opens a stored session in this connection (`replay: Some(from)`: its conversation from
+    /// that seq is rendered first, as `session/load` does; `None`: nothing is replayed, as
+    /// `session/resume` does), answering what the load or resume answer carries.
     async fn open_stored(
         &self,
         id: String,
         cwd: PathBuf,
         connection: ConnectionTo<Client>,
-        replay: bool,
+        replay: Option<u64>,
     ) -> Result<
         (
             Option<SessionModeState>,
@@ -534,9 +638,10 @@ impl Bridge {
         let elicitation = lock(&self.state).elicitation_form;
         let client = self.client_view();
         let agent = parts.agent.clone();
-        crate::questions::offer(&agent, connection.clone(), elicitation);
+        let clients = crate::session::Clients::new(connection.clone());
+        crate::questions::offer(&agent, clients.clone(), elicitation);
         let images = self.host.prompt_images();
-        let session = Session::attach(id, cwd, parts, connection, client, replay, images)
+        let session = Session::attach(id, cwd, parts, client, replay, images, clients)
             .map_err(|error| abandon(agent, &error))?;
         let modes = lock(&session.modes).as_ref().map(modes_wire);
         let options = self.config_options(&session);
@@ -982,9 +1087,16 @@ impl Bridge {
             });
             return;
         }
+        let viewer = lock(&self.state)
+            .viewing
+            .get(&session.id)
+            .copied()
+            .unwrap_or(session.owner);
         let admitted = Ok(content).and_then(|content| {
             let message = Message::user(content, MessageSource::user());
             let id = message.id.clone();
+            // Before it is queued: the viewers decide whether to show it from this.
+            lock(&session.typed_by).insert(id.clone(), viewer);
             let start = session.agent.log().len();
             match session.agent.followup(message) {
                 Ok(()) => Ok((id, start)),
@@ -995,6 +1107,7 @@ impl Bridge {
         let (message_id, start) = match admitted {
             Ok(admitted) => admitted,
             Err(error) => {
+                lock(&session.typed_by).retain(|_, typer| *typer != viewer);
                 *lock(&session.slot) = None;
                 return respond(Err(error));
             }
@@ -1012,6 +1125,7 @@ impl Bridge {
                 }
             });
             let turn = lock(&session.claimed).remove(&message_id);
+            lock(&session.typed_by).remove(&message_id);
             let failure = session.take_delivery_failure();
             let outcome = match read {
                 Ok(()) => prompt::settle(cancelled.is_cancelled(), failure, &ends, turn),
@@ -1033,15 +1147,18 @@ impl Bridge {
         let connection = session.connection();
         let agent = parts.agent.clone();
         let elicitation = lock(&self.state).elicitation_form;
-        crate::questions::offer(&agent, connection.clone(), elicitation);
+        // The fork answers to the connection that ran the command (other viewers of a shared
+        // session reload it to follow).
+        let clients = crate::session::Clients::new(connection);
+        crate::questions::offer(&agent, clients.clone(), elicitation);
         let next = Session::attach(
             session.id.clone(),
             session.cwd.clone(),
             parts,
-            connection,
             self.client_view(),
-            false,
+            None,
             self.host.prompt_images(),
+            clients,
         );
         let next = match next {
             Ok(next) => next,
@@ -1084,14 +1201,28 @@ impl Bridge {
     /// Teardown (memoized by `closed`): refuse new work, cancel every prompt and agent, wait for
     /// idle and for every prompt answer, then dispose all owned agents.
     pub(crate) async fn shutdown(&self) -> Result<(), AcpError> {
-        let sessions: Vec<Arc<Session>> = {
+        let (sessions, viewing) = {
             let mut state = lock(&self.state);
             if state.closed {
                 return Ok(());
             }
             state.closed = true;
-            state.sessions.drain().map(|(_, s)| s).collect()
+            let sessions: Vec<Arc<Session>> = state.sessions.drain().map(|(_, s)| s).collect();
+            (sessions, std::mem::take(&mut state.viewing))
         };
+        if self.shared.is_some() {
+            // The sessions belong to the server: this connection only stops watching, and the
+            // turns run on. Its open prompts are answered when they settle (when the server
+            // stops, it ends the sessions first, so they settle at once).
+            for session in &sessions {
+                if let Some(viewer) = viewing.get(&session.id) {
+                    session.detach(*viewer);
+                }
+            }
+            self.tasks.close();
+            self.tasks.wait().await;
+            return Ok(());
+        }
         for session in &sessions {
             if let Some(slot) = lock(&session.slot).as_ref() {
                 slot.cancelled.cancel();
@@ -1112,7 +1243,7 @@ impl Bridge {
 
 /// Settles the continuable children the bridge's agents own (and theirs) before the agents
 /// go, so each child closes its own turn and its parent is still there to hear about it.
-async fn drain_children(sessions: &[Arc<Session>]) {
+pub(crate) async fn drain_children(sessions: &[Arc<Session>]) {
     let Some(first) = sessions.first() else {
         return;
     };

@@ -30,15 +30,15 @@ use serde_json::Map;
 use serde_json::Value;
 use serde_json::json;
 
-/// Asks this connection's client.
+/// Asks the session's client (the newest attached connection).
 pub(crate) struct ClientQuestions {
-    connection: ConnectionTo<Client>,
+    clients: crate::session::Clients,
     elicitation: bool,
 }
 
 /// Offers the client as the provider when the composition has a user-questions service and no
 /// provider yet. Owned by `agent`'s scope: when that session goes, the next one offers again.
-pub(crate) fn offer(agent: &AgentHandle, connection: ConnectionTo<Client>, elicitation: bool) {
+pub(crate) fn offer(agent: &AgentHandle, clients: crate::session::Clients, elicitation: bool) {
     let Some(service) = UserQuestions::for_scope(agent.scope()) else {
         return;
     };
@@ -46,7 +46,7 @@ pub(crate) fn offer(agent: &AgentHandle, connection: ConnectionTo<Client>, elici
         return;
     }
     let provider = Arc::new(ClientQuestions {
-        connection,
+        clients,
         elicitation,
     });
     if let Err(error) = service.register_provider(agent.scope(), provider) {
@@ -225,9 +225,12 @@ impl UserQuestionProvider for ClientQuestions {
         &self,
         request: QuestionRequest,
     ) -> BoxFuture<'static, Result<Answers, UserQuestionError>> {
-        let connection = self.connection.clone();
+        let connection = self.clients.current();
         let elicitation = self.elicitation;
         Box::pin(async move {
+            let Some(connection) = connection else {
+                return Err(failed("no client is attached to the session"));
+            };
             let Some(caller) = request.caller else {
                 return Err(UserQuestionError::new(
                     QuestionErrorCode::AskMissingAgent,

@@ -62,7 +62,7 @@ pub async fn serve_stdio_until(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AcpError> {
     let (transport, writer) = crate::lines::transport(tokio::io::stdin(), tokio::io::stdout());
-    let served = serve_until(sessions, config, transport, stop).await;
+    let served = serve_until(sessions, config, None, transport, stop).await;
     drain(writer).await;
     served
 }
@@ -88,7 +88,35 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let (transport, writer) = crate::lines::transport(incoming, outgoing);
-    let served = serve_until(sessions, config, transport, std::future::pending()).await;
+    let served = serve_until(sessions, config, None, transport, std::future::pending()).await;
+    drain(writer).await;
+    served
+}
+
+/// [`serve`] for one of several connections of a server that share their live sessions
+/// (`dsh web`): a `session/load` of a session live in `shared` attaches to it as one more
+/// viewer; at the end of input this connection only detaches, and the sessions keep running
+/// until [`crate::LiveSessions::shutdown`].
+pub async fn serve_shared<R, W>(
+    sessions: dsh_host::SessionHost,
+    config: BridgeConfig,
+    shared: crate::LiveSessions,
+    incoming: R,
+    outgoing: W,
+) -> Result<(), AcpError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (transport, writer) = crate::lines::transport(incoming, outgoing);
+    let served = serve_until(
+        sessions,
+        config,
+        Some(shared),
+        transport,
+        std::future::pending(),
+    )
+    .await;
     drain(writer).await;
     served
 }
@@ -99,16 +127,17 @@ pub async fn serve_transport(
     config: BridgeConfig,
     transport: impl ConnectTo<Agent> + 'static,
 ) -> Result<(), AcpError> {
-    serve_until(sessions, config, transport, std::future::pending()).await
+    serve_until(sessions, config, None, transport, std::future::pending()).await
 }
 
 async fn serve_until(
     sessions: dsh_host::SessionHost,
     config: BridgeConfig,
+    shared: Option<crate::LiveSessions>,
     transport: impl ConnectTo<Agent> + 'static,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AcpError> {
-    let bridge = Arc::new(Bridge::new(sessions, config));
+    let bridge = Arc::new(Bridge::new(sessions, config, shared));
     let result = Agent
         .v1()
         .name("dsh-acp")

@@ -27,6 +27,7 @@ mod out;
 mod profile;
 mod sessions;
 mod tui;
+mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,6 +88,8 @@ enum Command {
     },
     /// Serve the Agent Client Protocol on stdio (add dsh to Zed as a custom agent server).
     Acp,
+    /// Serve the browser app on a local web server (ACP over WebSocket at /acp).
+    Web(web::WebArgs),
     /// Print the tool catalog the model sees in this folder.
     Tools {
         /// Print exactly the schemas sent to the model, as JSON.
@@ -269,6 +272,7 @@ fn main() -> ExitCode {
         Some(Command::Exec(args)) => exec::run(args),
         Some(Command::Tools { json, cwd }) => host::tools(json, cwd),
         Some(Command::Acp) => acp::run(),
+        Some(Command::Web(args)) => web::run(args),
         Some(Command::Mcp {
             command: McpCommand::List { json },
         }) => mcp_cmd::list(json),
