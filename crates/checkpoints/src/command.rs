@@ -15,6 +15,8 @@ use dsh_session::SessionLog;
 
 use crate::CheckpointError;
 use crate::Checkpoints;
+use crate::CommandError;
+use crate::RewindArgumentError;
 use crate::engine::excerpt;
 
 pub const UNDO: &str = "undo";
@@ -37,26 +39,22 @@ pub enum Rewind {
 pub const REWIND_USAGE: &str = "Usage: /rewind N [files] — restores the files to before prompt N of this session (/rewind alone lists the prompts).";
 
 /// Parses `/rewind`'s argument.
-pub fn parse_rewind(argument: &str) -> Result<Rewind, String> {
+pub fn parse_rewind(argument: &str) -> Result<Rewind, RewindArgumentError> {
     let mut words = argument.split_whitespace();
     let Some(first) = words.next() else {
         return Ok(Rewind::List);
     };
     let Ok(n) = first.parse::<u64>() else {
-        return Err(format!(
-            "\"{first}\" is not a prompt number. {REWIND_USAGE}"
-        ));
+        return Err(RewindArgumentError::NotANumber(first.to_owned()));
     };
     let parts = match words.next() {
         None | Some("files") => RewindParts::Files,
         Some(other) => {
-            return Err(format!(
-                "\"{other}\" is not a part to rewind (this build rewinds the files; the conversation is rewound by forking the session at that prompt). {REWIND_USAGE}"
-            ));
+            return Err(RewindArgumentError::UnknownPart(other.to_owned()));
         }
     };
     if let Some(extra) = words.next() {
-        return Err(format!("unexpected \"{extra}\". {REWIND_USAGE}"));
+        return Err(RewindArgumentError::Unexpected(extra.to_owned()));
     }
     Ok(Rewind::To(n, parts))
 }
@@ -81,7 +79,7 @@ pub fn prompt_list(checkpoints: &Checkpoints, log: &SessionLog) -> Result<String
     Ok(lines.join("\n"))
 }
 
-type Op = fn(&Checkpoints, &SessionLog, &std::path::Path, &str) -> Result<String, String>;
+type Op = fn(&Checkpoints, &SessionLog, &std::path::Path, &str) -> Result<String, CommandError>;
 
 async fn run_op(
     checkpoints: Arc<Checkpoints>,
@@ -107,7 +105,7 @@ async fn run_op(
     drop(guard);
     Ok(match outcome {
         Ok(Ok(text)) => CommandResult::text(text),
-        Ok(Err(text)) => CommandResult::error(text),
+        Ok(Err(error)) => CommandResult::error(error.to_string()),
         Err(error) => CommandResult::error(format!("the restore did not finish: {error}")),
     })
 }
@@ -117,8 +115,8 @@ fn undo(
     log: &SessionLog,
     cwd: &std::path::Path,
     _: &str,
-) -> Result<String, String> {
-    c.undo(log, cwd).map_err(|e| e.to_string())
+) -> Result<String, CommandError> {
+    Ok(c.undo(log, cwd)?)
 }
 
 fn redo(
@@ -126,8 +124,8 @@ fn redo(
     log: &SessionLog,
     cwd: &std::path::Path,
     _: &str,
-) -> Result<String, String> {
-    c.redo(log, cwd).map_err(|e| e.to_string())
+) -> Result<String, CommandError> {
+    Ok(c.redo(log, cwd)?)
 }
 
 fn rewind(
@@ -135,19 +133,19 @@ fn rewind(
     log: &SessionLog,
     cwd: &std::path::Path,
     argument: &str,
-) -> Result<String, String> {
+) -> Result<String, CommandError> {
     match parse_rewind(argument)? {
-        Rewind::List => prompt_list(c, log).map_err(|e| e.to_string()),
+        Rewind::List => Ok(prompt_list(c, log)?),
         Rewind::To(n, RewindParts::Files) => {
-            let timeline = c.timeline(log).map_err(|e| e.to_string())?;
+            let timeline = c.timeline(log)?;
             let prompts = timeline.prompts();
             let Some((turn, _, _)) = n.checked_sub(1).and_then(|i| prompts.get(i as usize)) else {
-                return Err(format!(
-                    "there is no prompt {n}: this session has {} (run /rewind to list them)",
-                    prompts.len()
-                ));
+                return Err(CommandError::NoSuchPrompt {
+                    n,
+                    count: prompts.len(),
+                });
             };
-            c.rewind(log, cwd, *turn).map_err(|e| e.to_string())
+            Ok(c.rewind(log, cwd, *turn)?)
         }
     }
 }
@@ -205,7 +203,23 @@ mod tests {
             parse_rewind("1 files"),
             Ok(Rewind::To(1, RewindParts::Files))
         );
-        assert!(parse_rewind("x").unwrap_err().contains("Usage: /rewind"));
-        assert!(parse_rewind("1 files extra").is_err());
+        assert_eq!(
+            parse_rewind("x").unwrap_err().to_string(),
+            format!("\"x\" is not a prompt number. {REWIND_USAGE}")
+        );
+        assert_eq!(
+            parse_rewind("1 files extra"),
+            Err(RewindArgumentError::Unexpected("extra".into()))
+        );
+        assert_eq!(
+            parse_rewind("1 chat").unwrap_err().to_string(),
+            format!(
+                "\"chat\" is not a part to rewind (this build rewinds the files; the conversation is rewound by forking the session at that prompt). {REWIND_USAGE}"
+            )
+        );
+        assert_eq!(
+            CommandError::NoSuchPrompt { n: 4, count: 2 }.to_string(),
+            "there is no prompt 4: this session has 2 (run /rewind to list them)"
+        );
     }
 }

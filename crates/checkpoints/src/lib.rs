@@ -80,6 +80,31 @@ pub enum CheckpointError {
     Missing(String),
 }
 
+/// Why `/rewind`'s argument was refused (each text ends with the usage line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RewindArgumentError {
+    #[error("\"{0}\" is not a prompt number. {usage}", usage = command::REWIND_USAGE)]
+    NotANumber(String),
+    #[error(
+        "\"{0}\" is not a part to rewind (this build rewinds the files; the conversation is rewound by forking the session at that prompt). {usage}",
+        usage = command::REWIND_USAGE
+    )]
+    UnknownPart(String),
+    #[error("unexpected \"{0}\". {usage}", usage = command::REWIND_USAGE)]
+    Unexpected(String),
+}
+
+/// Why `/undo`, `/redo` or `/rewind` did nothing (shown to the person as the command's error).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error(transparent)]
+    Argument(#[from] RewindArgumentError),
+    #[error("there is no prompt {n}: this session has {count} (run /rewind to list them)")]
+    NoSuchPrompt { n: u64, count: usize },
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+}
+
 pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
