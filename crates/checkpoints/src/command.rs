@@ -87,6 +87,7 @@ async fn run_op(
     call: CommandCall,
     op: Op,
 ) -> Result<CommandResult, String> {
+    // String: the command-handler seam (`dsh_commands::CommandHandler`); this never fails.
     let Some((_, context)) = sessions.get(call.agent.id()) else {
         return Ok(CommandResult::error(
             "this session has no workspace to restore",

@@ -26,6 +26,7 @@ pub mod trust;
 mod validate;
 pub mod watch;
 
+pub use config::AssignmentError;
 pub use config::Config;
 pub use config::ConfigError;
 pub use config::ConfigErrors;
