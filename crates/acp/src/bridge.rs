@@ -609,12 +609,27 @@ impl Bridge {
                 .into_iter()
                 .filter(|block| matches!(block, ContentBlock::Image { .. }))
                 .collect();
+            let bridge = self.clone();
             self.tasks.spawn(async move {
                 let outcome = registry
                     .execute(&session.agent, &line, images, cancelled.clone())
                     .await;
+                // `/rewind N conversation`: this ACP session goes on in the fork.
+                let switched = match &outcome {
+                    Ok(Some(executed)) => match executed.result.switch_to() {
+                        Some(fork) => Some(bridge.switch(&session, fork).await),
+                        None => None,
+                    },
+                    _ => None,
+                };
                 let text = match outcome {
-                    Ok(Some(executed)) => executed.result.display_text(),
+                    Ok(Some(executed)) => match switched {
+                        Some(Err(error)) => Some(format!(
+                            "{}\nError: {error}",
+                            executed.result.display_text().unwrap_or_default()
+                        )),
+                        _ => executed.result.display_text(),
+                    },
                     Ok(None) => Some(format!("Error: unknown command: {line}")),
                     Err(dsh_commands::CommandError::Cancelled) => None,
                     Err(error) => Some(format!("Error: command failed: {error}")),
@@ -671,6 +686,51 @@ impl Bridge {
             *lock(&session.slot) = None;
             respond(outcome.map(PromptResponse::new));
         });
+    }
+
+    /// Puts the stored session `fork` behind the wire session `session` (a command's
+    /// [`dsh_commands::CommandResult::Switch`]): later prompts on the same `sessionId` go to
+    /// the fork; the agent it replaces is disposed, its log kept as it is. The client's view
+    /// is not replayed: the command's text says where the conversation went.
+    async fn switch(&self, session: &Arc<Session>, fork: &str) -> Result<(), String> {
+        let parts = self.host.load(fork).map_err(|error| error.to_string())?;
+        let connection = session.connection();
+        let agent = parts.agent.clone();
+        let elicitation = lock(&self.state).elicitation_form;
+        crate::questions::offer(&agent, connection.clone(), elicitation);
+        let next = Session::attach(
+            session.id.clone(),
+            session.cwd.clone(),
+            parts,
+            connection,
+            self.client_view(),
+            false,
+            self.host.prompt_images(),
+        );
+        let next = match next {
+            Ok(next) => next,
+            Err(error) => {
+                agent.dispose().await;
+                return Err(format!("cannot open the fork {fork}: {error}"));
+            }
+        };
+        // `None`: the bridge closed meanwhile; `Some(None)`: the wire session was gone.
+        let replaced = {
+            let mut state = lock(&self.state);
+            (!state.closed).then(|| state.sessions.insert(session.id.clone(), next.clone()))
+        };
+        match replaced {
+            Some(old) => {
+                if let Some(old) = old {
+                    old.agent.dispose().await;
+                }
+                Ok(())
+            }
+            None => {
+                next.agent.dispose().await;
+                Err(texts::DISPOSED.to_owned())
+            }
+        }
     }
 
     pub(crate) fn cancel(&self, notification: &CancelNotification) {

@@ -490,6 +490,11 @@ impl Session {
         lock(&self.delivery).send(update);
     }
 
+    /// The connection this session's updates go out on.
+    pub(crate) fn connection(&self) -> ConnectionTo<Client> {
+        lock(&self.delivery).connection.clone()
+    }
+
     /// The first delivery failure, if any (taken: reported to one prompt only).
     pub(crate) fn take_delivery_failure(&self) -> Option<String> {
         lock(&self.delivery).failure.take()

@@ -4,8 +4,9 @@
 //! the session's configured standing), the audit pair every request leaves
 //! (`approval/asked {id, toolName, callId?, reason?}`, then `approval/decided {id, outcome}`),
 //! and the decision order: an already-aborted signal is `cancelled`, policy `never` is
-//! `rejected` without asking anyone, otherwise the answerer decides (none = `unavailable`).
-//! Also presents the pair in every front-end's transcript (`present.rs`).
+//! refused by policy without asking anyone (audited as upstream's `rejected`; the outcome
+//! names the setting that made it `never`), otherwise the answerer decides (none =
+//! `unavailable`). Also presents the pair in every front-end's transcript (`present.rs`).
 //! Does not own: who answers (a front-end's [`ApprovalService`] is wrapped), what an outcome
 //! means to the model (the tool registry maps outcomes to texts).
 //! Must not depend on: front-ends.
@@ -20,6 +21,7 @@ use dsh_session::SessionLog;
 use dsh_tools::ApprovalOutcome;
 use dsh_tools::ApprovalRequest;
 use dsh_tools::ApprovalService;
+use dsh_tools::NeverBy;
 use serde_json::Map;
 use serde_json::Value;
 
@@ -44,6 +46,31 @@ impl Policy {
 /// without one the default is `ask`.
 pub trait PolicySource: Send + Sync {
     fn standing(&self) -> Policy;
+
+    /// Which setting makes the standing policy (or a logged change that does not say its
+    /// source) `never`, named in the refusal the model reads.
+    fn never_by(&self) -> NeverBy {
+        NeverBy::Config {
+            danger_full_access: false,
+        }
+    }
+}
+
+/// Which setting made `log`'s effective policy `never`: a delegation's pinned policy says so
+/// in its `approval/policy` event; anything else is the session's own setting.
+fn never_by(log: &SessionLog, source: Option<&Arc<dyn PolicySource>>) -> NeverBy {
+    let delegated = log
+        .last_of_kind("approval/policy")
+        .is_some_and(|e| e.data.get("source").and_then(Value::as_str) == Some("delegation"));
+    if delegated {
+        return NeverBy::Delegation;
+    }
+    source.map_or(
+        NeverBy::Config {
+            danger_full_access: false,
+        },
+        |source| source.never_by(),
+    )
 }
 
 /// The effective policy of `log`: its last `approval/policy` event, else `standing`. O(1): it
@@ -68,7 +95,8 @@ pub fn effective_policy(log: &SessionLog, standing: Policy) -> Policy {
 fn outcome_text(outcome: ApprovalOutcome) -> &'static str {
     match outcome {
         ApprovalOutcome::AllowedOnce => "allowed-once",
-        ApprovalOutcome::Rejected => "rejected",
+        // Upstream's audit word for both: the model-facing text tells them apart.
+        ApprovalOutcome::Rejected | ApprovalOutcome::RefusedByPolicy(_) => "rejected",
         ApprovalOutcome::Cancelled => "cancelled",
         ApprovalOutcome::Unavailable => "unavailable",
     }
@@ -115,6 +143,7 @@ impl ApprovalService for UserApproval {
             .as_ref()
             .map_or(Policy::Ask, |source| source.standing());
         let policy = effective_policy(&log, standing);
+        let by = never_by(&log, self.standing.as_ref());
         let id = uuid::Uuid::new_v4().to_string();
         let mut asked = Map::new();
         asked.insert("id".into(), id.clone().into());
@@ -131,7 +160,7 @@ impl ApprovalService for UserApproval {
             let outcome = if request.signal.is_cancelled() {
                 ApprovalOutcome::Cancelled
             } else if policy == Policy::Never {
-                ApprovalOutcome::Rejected
+                ApprovalOutcome::RefusedByPolicy(by)
             } else {
                 match answerer {
                     Some(answerer) => {
@@ -178,6 +207,16 @@ impl PolicySource for ContextPolicy {
         match self.0.permissions().approval {
             dsh_tools::ApprovalPolicy::Never => Policy::Never,
             dsh_tools::ApprovalPolicy::Ask => Policy::Ask,
+        }
+    }
+
+    fn never_by(&self) -> NeverBy {
+        match self.0.permissions_origin() {
+            dsh_plugin::PermissionsOrigin::Client => NeverBy::Preset,
+            dsh_plugin::PermissionsOrigin::Config => NeverBy::Config {
+                danger_full_access: self.0.permissions().sandbox
+                    == dsh_tools::SandboxMode::DangerFullAccess,
+            },
         }
     }
 }

@@ -79,9 +79,13 @@ async fn run(standing: Policy, outcome: ApprovalOutcome, logged: Option<&str>) -
     });
     let adapter = ScriptedAdapter::new("mock");
     let log = SessionLog::in_memory(SessionHeader::new("s-1", Some("/work".into())));
-    if let Some(policy) = logged {
-        log.append("approval/policy", json!({"policy": policy}), None)
-            .unwrap();
+    // `never:delegation` logs the policy with its source.
+    if let Some(logged) = logged {
+        let data = match logged.split_once(':') {
+            Some((policy, source)) => json!({"policy": policy, "source": source}),
+            None => json!({"policy": logged}),
+        };
+        log.append("approval/policy", data, None).unwrap();
     }
     let agent = Agent::create(AgentConfig {
         id: "s-1".into(),
@@ -139,13 +143,14 @@ fn audit(agent: &AgentHandle) -> Vec<(String, Value)> {
 }
 
 #[tokio::test]
-async fn never_rejects_with_the_audit_pair_and_no_answerer() {
+async fn never_refuses_by_policy_with_the_audit_pair_and_no_answerer() {
     let run = run(Policy::Never, ApprovalOutcome::AllowedOnce, None).await;
     assert_eq!(run.answerer.calls.load(Ordering::SeqCst), 0);
     assert!(!*run.ran.lock().unwrap());
+    // Nobody rejected it: the model is told it was the policy, and which setting.
     assert_eq!(
         result_text(&run.agent),
-        "Error: the user rejected tool \"bash\""
+        "Error: tool \"bash\" was refused by policy: it needs approval, and the approval policy is \"never\" (set by `-a never` / `[plugins.approval] policy = \"never\"`), so no one was asked"
     );
     let pair = audit(&run.agent);
     assert_eq!(pair.len(), 2);
@@ -198,4 +203,20 @@ async fn the_logged_policy_overrides_the_standing_one() {
     assert_eq!(audit(&run.agent)[1].1["outcome"], "rejected");
     let back = self::run(Policy::Never, ApprovalOutcome::AllowedOnce, Some("ask")).await;
     assert_eq!(back.answerer.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_delegated_agent_is_told_that_delegation_refused_it() {
+    let run = run(
+        Policy::Ask,
+        ApprovalOutcome::AllowedOnce,
+        Some("never:delegation"),
+    )
+    .await;
+    assert_eq!(run.answerer.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        result_text(&run.agent),
+        "Error: tool \"bash\" was refused by policy: it needs approval, and the approval policy is \"never\" (a delegated agent never asks for approval), so no one was asked"
+    );
+    assert_eq!(audit(&run.agent)[1].1["outcome"], "rejected");
 }

@@ -7,8 +7,10 @@
 //! touch a file (`checkpoint/restore-started`, `checkpoint/restored`) so a crash in between
 //! is finished on the next use, the fold of those events ([`Timeline`]), conflict handling (a
 //! file the person changed after the agent is left alone, the other version put beside it),
-//! the disk budget, and `/undo`, `/redo`, `/rewind` (files).
-//! Does not own: the conversation side of a rewind (a fork at a prompt: not built yet), the
+//! the disk budget, and `/undo`, `/redo`, `/rewind` (the files; the conversation as a fork
+//! before the prompt, made in the host's `dyn SessionStore`, which the command hands to the
+//! front-end as [`dsh_commands::CommandResult::Switch`]).
+//! Does not own: how a front-end switches to the fork, the
 //! `dsh sessions checkpoints|restore` argv (the binary calls [`list`] and
 //! [`Checkpoints::restore_to`]).
 //! Must not depend on: front-ends, the host, concrete tool crates.
@@ -78,31 +80,6 @@ pub enum CheckpointError {
     Log(#[from] dsh_session::SessionError),
     #[error("{0}")]
     Missing(String),
-}
-
-/// Why `/rewind`'s argument was refused (each text ends with the usage line).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RewindArgumentError {
-    #[error("\"{0}\" is not a prompt number. {usage}", usage = command::REWIND_USAGE)]
-    NotANumber(String),
-    #[error(
-        "\"{0}\" is not a part to rewind (this build rewinds the files; the conversation is rewound by forking the session at that prompt). {usage}",
-        usage = command::REWIND_USAGE
-    )]
-    UnknownPart(String),
-    #[error("unexpected \"{0}\". {usage}", usage = command::REWIND_USAGE)]
-    Unexpected(String),
-}
-
-/// Why `/undo`, `/redo` or `/rewind` did nothing (shown to the person as the command's error).
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error(transparent)]
-    Argument(#[from] RewindArgumentError),
-    #[error("there is no prompt {n}: this session has {count} (run /rewind to list them)")]
-    NoSuchPrompt { n: u64, count: usize },
-    #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -191,7 +168,11 @@ impl dsh_plugin::Plugin for CheckpointsPlugin {
         ctx.provide(checkpoints.clone())?;
         runtime::install(&checkpoints, &host, ctx);
         if let Some(commands) = dsh_commands::CommandRegistry::of(ctx) {
-            command::register(&commands, ctx, checkpoints, host.sessions.clone())
+            let undo = command::Undo {
+                checkpoints,
+                sessions: ctx.service::<dyn dsh_session::SessionStore>(),
+            };
+            command::register(&commands, ctx, undo, host.sessions.clone())
                 .map_err(dsh_plugin::PluginError::other)?;
         }
         Ok(())

@@ -35,9 +35,13 @@ impl Bench {
     }
 
     fn with_limits(limits: Limits) -> Self {
+        Self::with_budget(limits, u64::MAX)
+    }
+
+    fn with_budget(limits: Limits, budget: u64) -> Self {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
-        let checkpoints = Checkpoints::new(home.path().to_path_buf(), limits, u64::MAX);
+        let checkpoints = Checkpoints::new(home.path().to_path_buf(), limits, budget);
         Self {
             home,
             work,
@@ -588,4 +592,166 @@ fn a_file_system_mounted_inside_the_workspace_is_neither_snapshotted_nor_restore
         bench.read("m/under.txt").unwrap(),
         b"under the mount point\n"
     );
+}
+
+#[test]
+fn a_conversation_rewind_forks_before_the_prompt_and_leaves_the_session_as_it_was() {
+    use dsh_session::data::TurnEnd;
+    use dsh_session::data::TurnEndReason;
+    use dsh_session::data::TurnStart;
+    let sessions_home = tempfile::tempdir().unwrap();
+    let sessions = dsh_session::JsonlStore::new(sessions_home.path());
+    let mut bench = Bench::new();
+    bench.log = sessions
+        .create(dsh_session::CreateOptions {
+            cwd: Some(bench.root().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap();
+    bench.write("a.txt", "one\n");
+    for n in 1..=3u64 {
+        bench.log.append_data(&TurnStart { turn: n }, None).unwrap();
+        bench.turn(n, &format!("prompt {n}"), &["bash"], |root| {
+            std::fs::write(root.join("a.txt"), format!("turn {n}\n")).unwrap();
+        });
+        bench
+            .log
+            .append_data(
+                &TurnEnd {
+                    turn: n,
+                    reason: TurnEndReason::Completed,
+                },
+                None,
+            )
+            .unwrap();
+    }
+    bench.log.flush().unwrap();
+    let before = bench.log.len();
+    let fork = dsh_checkpoints::command::fork_before_turn(&sessions, &bench.log, 2).unwrap();
+    assert_ne!(fork, bench.log.id());
+    assert_eq!(bench.log.len(), before, "the session itself is not touched");
+    let forked = sessions.load(&fork).unwrap();
+    assert_eq!(
+        forked.header.parent_session.as_deref(),
+        Some(bench.log.id())
+    );
+    let turns: Vec<(String, Option<u64>)> = forked
+        .events
+        .iter()
+        .filter(|e| e.kind.starts_with("turn/") || e.kind == "tool/call")
+        .map(|e| (e.kind.to_string(), e.turn()))
+        .collect();
+    assert_eq!(
+        turns,
+        vec![
+            ("turn/start".into(), Some(1)),
+            ("tool/call".into(), Some(1)),
+            ("turn/end".into(), Some(1)),
+        ],
+        "the fork holds the conversation before prompt 2, and nothing of it"
+    );
+    // Before the first prompt there is nothing: the fork starts empty, in the same folder.
+    let empty = dsh_checkpoints::command::fork_before_turn(&sessions, &bench.log, 1).unwrap();
+    let empty = sessions.load(&empty).unwrap();
+    assert!(empty.events.iter().all(|e| !e.kind.starts_with("turn/")));
+    assert_eq!(empty.header.cwd, bench.log.header().cwd);
+    assert!(
+        dsh_checkpoints::command::fork_before_turn(&sessions, &bench.log, 9)
+            .unwrap_err()
+            .to_string()
+            .contains("turn 9 is not in this session's log")
+    );
+}
+
+/// Bytes that do not compress (git would otherwise pack them to nothing).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn the_disk_budget_prunes_the_oldest_checkpoints_first_and_keeps_the_newest() {
+    const BUDGET: u64 = 1536 * 1024;
+    let bench = Bench::with_budget(Limits::default(), BUDGET);
+    bench.write("keep.txt", "base\n");
+    let refs = || -> Vec<String> {
+        let out = Command::new("git")
+            .env("GIT_DIR", bench.store_dir())
+            .args(["for-each-ref", "--format=%(refname)", "refs/dsh/"])
+            .output()
+            .unwrap();
+        let mut names: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let mut created: Vec<String> = Vec::new();
+    for n in 1..=16u64 {
+        bench.turn(n, &format!("prompt {n}"), &[], |root| {
+            std::fs::write(root.join(format!("blob{n}.bin")), noise(n, 256 * 1024)).unwrap();
+        });
+        for name in refs() {
+            if !created.contains(&name) {
+                created.push(name);
+            }
+        }
+    }
+    let kept = refs();
+    assert_eq!(created.len(), 32, "two checkpoints a turn: {created:?}");
+    assert!(
+        kept.len() >= 8,
+        "the newest eight are always kept: {kept:?}"
+    );
+    assert!(kept.len() < created.len(), "something was pruned");
+    assert_eq!(
+        kept,
+        created[created.len() - kept.len()..],
+        "what is left is the newest, in order"
+    );
+    let store =
+        dsh_checkpoints::Store::open(bench.home.path(), bench.root(), Limits::default()).unwrap();
+    assert!(
+        store.disk_bytes().unwrap() <= BUDGET || kept.len() == 8,
+        "within the budget, or down to the newest eight"
+    );
+    // The newest turn still undoes; the first prompt's checkpoint is gone, and rewinding to it
+    // says so instead of guessing.
+    assert!(bench.undo().starts_with("Undid turn 16"));
+    assert!(!bench.root().join("blob16.bin").exists());
+    let error = bench
+        .checkpoints
+        .rewind(&bench.log, bench.root(), 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("no longer in the store (pruned for the disk budget?)"),
+        "{error}"
+    );
+    assert!(
+        bench.root().join("blob15.bin").exists(),
+        "a refused rewind touches nothing"
+    );
+}
+
+#[test]
+fn the_defaults_are_the_documented_ones() {
+    let defaults = dsh_checkpoints::CheckpointSettings::default();
+    assert_eq!(defaults.disk_budget_bytes, 1024 * 1024 * 1024);
+    assert_eq!(defaults.max_file_bytes, 10 * 1024 * 1024);
+    assert_eq!(defaults.git_timeout_ms, 20_000);
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    for said in ["1 GiB", "10 MiB", "node_modules"] {
+        assert!(readme.contains(said), "README states the default {said}");
+    }
 }

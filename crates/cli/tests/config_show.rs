@@ -106,3 +106,56 @@ fn an_invalid_configuration_is_refused_with_its_location() {
         "{stderr}"
     );
 }
+
+/// The README's `[model] provider` line names providers as `dsh config show` prints them: its
+/// value is the default `config show` prints, and each alternative it lists is one of the ids
+/// `config show` knows (taken from its own error for an unknown provider, so neither list can
+/// go stale alone).
+#[test]
+fn the_readme_and_config_show_agree_on_provider_names() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("provider = \""))
+        .expect("the README's [model] example names a provider");
+    let (setting, comment) = line.split_once('#').unwrap();
+    let value = setting
+        .trim()
+        .trim_start_matches("provider = ")
+        .trim_matches('"');
+    let listed: Vec<&str> = comment
+        .split('(')
+        .next()
+        .unwrap()
+        .split('|')
+        .map(str::trim)
+        .collect();
+
+    let (home, cwd) = dirs("");
+    let shown = String::from_utf8(show(home.path(), cwd.path(), false).stdout).unwrap();
+    assert!(
+        shown.contains(&format!("provider = \"{value}\"  # default")),
+        "README: {line}\nconfig show:\n{shown}"
+    );
+    let (home, cwd) = dirs("[model]\nprovider = \"no-such-provider\"\n");
+    let refused = show(home.path(), cwd.path(), false);
+    let error = String::from_utf8(refused.stderr).unwrap();
+    let known: Vec<&str> = error
+        .split("(known: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("{error}"))
+        .split(", ")
+        .collect();
+    assert!(listed.len() >= 2, "{line}");
+    for name in &listed {
+        assert!(
+            known.contains(name),
+            "README lists {name:?}; config show knows {known:?}"
+        );
+    }
+    for name in &known {
+        assert!(listed.contains(name), "README omits {name:?}: {line}");
+    }
+}

@@ -293,7 +293,9 @@ async fn failures_are_clear_exit_non_zero_and_leave_no_session() {
     );
     assert!(!malformed.status.success());
     assert!(
-        stderr(&malformed).contains("base_url `ht tp://bad url` is not a valid http(s) URL"),
+        stderr(&malformed).contains(
+            "base_url `ht tp://bad url` (set by DEEPSEEK_BASE_URL) is not a valid http(s) URL"
+        ),
         "{}",
         stderr(&malformed)
     );
@@ -791,4 +793,283 @@ async fn sessions_show_prints_whole_cards_without_tui_hints() {
             "line {n} of the output is shown: {transcript}"
         );
     }
+}
+
+/// A failed run that left no session behind does not name one in its result: `--output json`
+/// and `stream-json`'s result line say `"sessionId": null` and `"sessionKept": false`, while a
+/// run that is kept names its session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_runs_result_names_no_session_it_did_not_keep() {
+    let not_found = status_server(404).await;
+    let env = Env::new();
+    for output in ["json", "stream-json"] {
+        let out = env.run(&not_found, &["exec", "--output", output, "hi"]);
+        assert_eq!(out.status.code(), Some(1), "{output}: {}", stderr(&out));
+        let text = stdout(&out);
+        let result: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(result["status"], "error", "{output}: {result}");
+        assert_eq!(result["sessionId"], Value::Null, "{output}: {result}");
+        assert_eq!(result["sessionKept"], false, "{output}: {result}");
+        assert_eq!(env.sessions(), 0, "{output}");
+    }
+    let server = ChatServer::start(vec![Reply::text("kept")]).await.unwrap();
+    let out = env.run(&server.url(), &["exec", "--output", "json", "hi"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(result["sessionId"], session_of(&out), "{result}");
+    assert_eq!(env.sessions(), 1);
+}
+
+/// The text of the newest `tool` message of a chat-completions request.
+fn last_tool_result(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_else(|| panic!("no tool message: {request}"))
+}
+
+/// Under `-a never` every call that needs approval (a bash escalation, a file tool writing
+/// outside the workspace, a hook's `ask`) is refused by policy, and the model is told so and
+/// which setting refused it: never that "the user rejected" it. The refusal is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_approval_never_the_model_hears_refused_by_policy_not_the_user() {
+    let env = Env::new();
+    let outside = env.home.path().join("outside.txt");
+    let server = ChatServer::start(vec![
+        Reply::tool_call(
+            "call_bash",
+            "bash",
+            json!({"command": "touch /etc/dsh-never-escalated", "description": "Write outside",
+                   "sandbox_permissions": "danger-full-access", "justification": "asked to"}),
+        ),
+        Reply::tool_call(
+            "call_write",
+            "write",
+            json!({"file_path": outside, "content": "x",
+                   "sandbox_permissions": "danger-full-access", "justification": "asked to"}),
+        ),
+        Reply::tool_call("call_glob", "glob", json!({"pattern": "*"})),
+        Reply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let hook = env.work.path().join("ask.sh");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"ask\",\"permissionDecisionReason\":\"a human must look\"}}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hooks = env.home.path().join("hooks.json");
+    std::fs::write(
+        &hooks,
+        json!({"hooks": {"PreToolUse": [{"matcher": "glob", "hooks": [{"type": "command", "command": hook}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let config = env.home.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[plugins.hooks-claude-code]\nconfig_path = \"{}\"\n",
+        hooks.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let out = env.run(
+        &server.url(),
+        &["exec", "-s", "workspace-write", "-a", "never", "try"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!Path::new("/etc/dsh-never-escalated").exists());
+    assert!(!outside.exists());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{}", stderr(&out));
+    for (call, request) in ["bash", "write", "glob"].iter().zip(&requests[1..]) {
+        let result = last_tool_result(request);
+        assert!(
+            result.contains("refused by policy")
+                && result.contains("approval policy is \\\"never\\\"")
+                && result.contains("-a never"),
+            "{call}: {result}"
+        );
+        assert!(!result.contains("user rejected"), "{call}: {result}");
+    }
+    let err = stderr(&out);
+    assert!(!err.contains("cannot ask"), "nobody was asked: {err}");
+    let id = session_of(&out);
+    let show = env.run(&server.url(), &["sessions", "show", "--json", &id]);
+    let decided: Vec<Value> = stdout(&show)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "approval/decided")
+        .collect();
+    assert_eq!(decided.len(), 3, "each refusal is audited: {decided:?}");
+}
+
+/// A server that answers every request `200` with `content_type` and `body` (not an event
+/// stream).
+async fn plain_server(content_type: &'static str, body: &'static str) -> String {
+    use tokio::io::AsyncReadExt;
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 65536];
+                let _ = stream.read(&mut buffer).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// Errors from the model server say what to do: a 404 names the base URL and where it was set
+/// (`DEEPSEEK_BASE_URL`, or the config file and line); a body that is not an event stream says
+/// what came back (its content type and first bytes, escaped) and is not retried; a malformed
+/// URL names the variable or key it came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_server_errors_say_what_to_do_and_where_the_url_was_set() {
+    let env = Env::new();
+    let not_found = status_server(404).await;
+    let out = env.run(&not_found, &["exec", "hi"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("check the base URL `{not_found}`"))
+            && err.contains("set by DEEPSEEK_BASE_URL"),
+        "{err}"
+    );
+
+    // The same 404 with the URL from the user's config file: the file and line are named.
+    let config = env.home.path().join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("[model]\nbase_url = \"{not_found}\"\n\n{before}"),
+    )
+    .unwrap();
+    let out = env
+        .command("", &["exec", "hi"])
+        .env_remove("DEEPSEEK_BASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "set by [model] base_url in {}:2",
+            config.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(&config, &before).unwrap();
+
+    let html = plain_server("text/html", "<html>\n<body>Welcome to nginx!</body></html>").await;
+    let started = Instant::now();
+    let out = env.run(&html, &["exec", "hi"]);
+    let err = stderr(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not retried: {err}"
+    );
+    assert!(
+        err.contains("not an event stream")
+            && err.contains("text/html")
+            && err.contains("<html>\\n<body>Welcome to nginx!"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("check the base URL `{html}`")),
+        "{err}"
+    );
+
+    let malformed = env.run("ht tp://bad url", &["exec", "hi"]);
+    let err = stderr(&malformed);
+    assert!(
+        err.contains(
+            "base_url `ht tp://bad url` (set by DEEPSEEK_BASE_URL) is not a valid http(s) URL"
+        ),
+        "{err}"
+    );
+    assert_eq!(env.sessions(), 0);
+}
+
+/// One id format everywhere: a prefix of either form (`session-<uuid>` as `dsh exec` makes, or
+/// the bare uuid ACP makes) finds a session of either form in `dsh sessions show`, `export`,
+/// `checkpoints` and `dsh exec --resume`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn either_id_form_finds_a_session_of_either_form() {
+    let server = ChatServer::start(vec![Reply::text("noted"), Reply::text("again")])
+        .await
+        .unwrap();
+    let env = Env::new();
+    let url = server.url();
+    let exec_id = session_of(&env.run(&url, &["exec", "remember plums"]));
+    let uuid = exec_id.strip_prefix("session-").unwrap().to_owned();
+    // The same conversation stored under an ACP-form (bare uuid) id.
+    let acp_uuid = "7d0c1a52-9f3e-4b6a-8c21-5e4f3a2b1c0d";
+    let folder = std::fs::read_dir(env.home.path().join("sessions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let log = std::fs::read_to_string(folder.join(&exec_id).join("session.jsonl")).unwrap();
+    let acp_dir = folder.join(acp_uuid);
+    std::fs::create_dir_all(&acp_dir).unwrap();
+    std::fs::write(
+        acp_dir.join("session.jsonl"),
+        log.replacen(&exec_id, acp_uuid, 1),
+    )
+    .unwrap();
+
+    for (text, id) in [
+        (uuid[..8].to_owned(), exec_id.as_str()),
+        (exec_id[..16].to_owned(), exec_id.as_str()),
+        (format!("session-{}", &acp_uuid[..8]), acp_uuid),
+        (acp_uuid[..8].to_owned(), acp_uuid),
+    ] {
+        let show = env.run(&url, &["sessions", "show", &text]);
+        assert!(show.status.success(), "show {text}: {}", stderr(&show));
+        assert!(stdout(&show).contains("remember plums"), "show {text}");
+        let export = env.run(&url, &["sessions", "export", &text, "-o", "-"]);
+        assert!(
+            export.status.success(),
+            "export {text}: {}",
+            stderr(&export)
+        );
+        assert!(export.stdout.starts_with(b"PK"), "export {text}: a zip");
+        let checkpoints = env.run(&url, &["sessions", "checkpoints", &text, "--json"]);
+        assert!(
+            checkpoints.status.success(),
+            "checkpoints {text}: {}",
+            stderr(&checkpoints)
+        );
+        // The default archive is named after the session the text found.
+        let named = env.run(&url, &["sessions", "export", &text]);
+        assert!(
+            stderr(&named).contains(&format!("{id}.zip")),
+            "{text} finds {id}: {}",
+            stderr(&named)
+        );
+    }
+    let resumed = env.run(
+        &url,
+        &[
+            "exec",
+            "--resume",
+            &format!("session-{}", &acp_uuid[..8]),
+            "and?",
+        ],
+    );
+    assert_eq!(session_of(&resumed), acp_uuid, "{}", stderr(&resumed));
 }

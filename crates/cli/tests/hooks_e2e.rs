@@ -664,7 +664,11 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permiss
     assert_eq!(ends[0]["data"]["reason"]["kind"], "blocked");
     assert_eq!(ends[1]["data"]["reason"]["kind"], "completed");
     let results = texts_of(&events, "tool/result");
-    assert_eq!(results[0].0, "Error: the user rejected tool \"bash\"");
+    // Nobody rejected it: the policy `never` (danger-full-access's default) refused it.
+    assert_eq!(
+        results[0].0,
+        "Error: tool \"bash\" was refused by policy: it needs approval, and the approval policy is \"never\" (set by `-a never` / `[plugins.approval] policy`, whose default under sandbox mode \"danger-full-access\" is \"never\"), so no one was asked"
+    );
     let asked = events
         .iter()
         .find(|e| e["type"] == "approval/asked")

@@ -42,6 +42,14 @@ pub enum CommandResult {
         /// The event the command produced, when it produced one worth pointing at.
         source_event_seq: Option<u64>,
     },
+    /// The command made another stored session (a fork of this one) and asks the front-end
+    /// to continue there: it opens `session` and shows it in place of the one the command ran
+    /// in, which is left as it was. A front-end that cannot switch says where to continue.
+    /// Logged as a success with `switchTo`.
+    Switch {
+        text: Option<String>,
+        session: String,
+    },
     /// `text` must not be empty.
     Error { text: String },
 }
@@ -68,7 +76,9 @@ impl CommandResult {
     /// The text a front-end shows (`Error: <text>` for errors), if any.
     pub fn display_text(&self) -> Option<String> {
         match self {
-            Self::Success { text, .. } => text.clone().filter(|t| !t.is_empty()),
+            Self::Success { text, .. } | Self::Switch { text, .. } => {
+                text.clone().filter(|t| !t.is_empty())
+            }
             Self::Error { text } => Some(format!("Error: {text}")),
         }
     }
@@ -88,7 +98,23 @@ impl CommandResult {
                 }
                 data
             }
+            Self::Switch { text, session } => {
+                let mut data =
+                    json!({"commandId": command_id, "kind": "success", "switchTo": session});
+                if let Some(text) = text {
+                    data["text"] = json!(text);
+                }
+                data
+            }
             Self::Error { text } => json!({"commandId": command_id, "kind": "error", "text": text}),
+        }
+    }
+
+    /// The session a front-end should continue in, when the command asks for a switch.
+    pub fn switch_to(&self) -> Option<&str> {
+        match self {
+            Self::Switch { session, .. } => Some(session),
+            _ => None,
         }
     }
 }
@@ -135,6 +161,20 @@ where
     }
 }
 
+/// One value a command's argument can take next, for a front-end's picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandChoice {
+    /// The whole argument once this is chosen (what came before included).
+    pub value: String,
+    /// What the picker shows.
+    pub label: String,
+    pub detail: String,
+}
+
+/// Lists the choices that follow `partial` (the argument chosen so far; empty at first) for
+/// `agent`'s session. An empty list: the argument is complete.
+pub type ChoiceProvider = dyn Fn(&AgentHandle, &str) -> Vec<CommandChoice> + Send + Sync;
+
 /// A definition to register.
 #[derive(Clone)]
 pub struct CommandSpec {
@@ -144,6 +184,9 @@ pub struct CommandSpec {
     /// Whether `command/run` records the raw input (off for inputs that may hold secrets).
     pub record_input: bool,
     pub handler: Arc<dyn CommandHandler>,
+    /// The argument's choices, step by step, for a front-end that offers a picker when the
+    /// command is run without one (the TUI's `/rewind`).
+    pub choices: Option<Arc<ChoiceProvider>>,
 }
 
 impl std::fmt::Debug for CommandSpec {
@@ -153,6 +196,7 @@ impl std::fmt::Debug for CommandSpec {
             .field("description", &self.description)
             .field("input", &self.input)
             .field("record_input", &self.record_input)
+            .field("choices", &self.choices.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -169,7 +213,17 @@ impl CommandSpec {
             input: None,
             record_input: true,
             handler: Arc::new(handler),
+            choices: None,
         }
+    }
+
+    /// Offers the argument's values step by step (see [`ChoiceProvider`]).
+    pub fn choices(
+        mut self,
+        provider: impl Fn(&AgentHandle, &str) -> Vec<CommandChoice> + Send + Sync + 'static,
+    ) -> Self {
+        self.choices = Some(Arc::new(provider));
+        self
     }
 
     /// Declares an argument, shown as `hint`.
@@ -341,6 +395,19 @@ impl CommandRegistry {
     /// The command `name` as `scope` sees it.
     pub fn find(&self, scope: &Scope, name: &str) -> Option<CommandInfo> {
         self.spec(scope, name).map(|spec| info(&spec))
+    }
+
+    /// The choices that follow `partial` for the command `name` as `agent` sees it; `None`
+    /// when the command offers none (or is unknown).
+    pub fn choices(
+        &self,
+        agent: &AgentHandle,
+        name: &str,
+        partial: &str,
+    ) -> Option<Vec<CommandChoice>> {
+        let spec = self.spec(agent.scope(), name)?;
+        let provider = spec.choices.as_ref()?;
+        Some(provider(agent, partial))
     }
 
     fn spec(&self, scope: &Scope, name: &str) -> Option<Arc<CommandSpec>> {

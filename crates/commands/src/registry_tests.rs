@@ -263,3 +263,69 @@ async fn a_cancelled_handler_settles_as_an_error() {
     assert_eq!(last.data["text"], "the command was cancelled");
     agent.dispose().await;
 }
+
+#[tokio::test]
+async fn a_switch_is_logged_as_a_success_that_names_the_session_and_choices_go_step_by_step() {
+    let root = Scope::root();
+    let registry = CommandRegistry::install(&root).unwrap();
+    registry
+        .register(
+            &root,
+            CommandSpec::new(
+                "branch",
+                "Continue elsewhere",
+                |call: CommandCall| async move {
+                    Ok(CommandResult::Switch {
+                        text: Some(format!("continuing at {}", call.argument())),
+                        session: "s-2".into(),
+                    })
+                },
+            )
+            .input("N [part]")
+            .choices(|_agent: &AgentHandle, partial: &str| match partial {
+                "" => vec![CommandChoice {
+                    value: "1".into(),
+                    label: "1. first".into(),
+                    detail: String::new(),
+                }],
+                "1" => ["a", "b"]
+                    .map(|part| CommandChoice {
+                        value: format!("1 {part}"),
+                        label: part.into(),
+                        detail: String::new(),
+                    })
+                    .to_vec(),
+                _ => Vec::new(),
+            }),
+        )
+        .unwrap();
+    registry.register(&root, echo()).unwrap();
+    let agent = agent(&root);
+    let step = |partial: &str| -> Vec<String> {
+        registry
+            .choices(&agent, "branch", partial)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.value)
+            .collect()
+    };
+    assert_eq!(step(""), vec!["1"]);
+    assert_eq!(step("1"), vec!["1 a", "1 b"]);
+    assert!(step("1 a").is_empty(), "the argument is complete");
+    assert_eq!(registry.choices(&agent, "echo", ""), None);
+    assert_eq!(registry.choices(&agent, "nope", ""), None);
+    let done = registry
+        .execute(&agent, "/branch 1 a", Vec::new(), CancellationToken::new())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.result.switch_to(), Some("s-2"));
+    assert_eq!(
+        done.result.display_text().as_deref(),
+        Some("continuing at 1 a")
+    );
+    let logged = kinds(&agent);
+    assert_eq!(logged[1]["data"]["kind"], "success");
+    assert_eq!(logged[1]["data"]["switchTo"], "s-2");
+    agent.dispose().await;
+}

@@ -87,24 +87,10 @@ pub async fn main(
     let sessions = host.sessions();
     let ended = async {
         let agent = open(&sessions, cwd, target)?;
-        let session_id = agent.id().to_owned();
         let mut stops = crate::signals::listen().map_err(HeadlessError::Io)?;
         let stop = async move { stops.first().await };
-        let ended = self::run(&sessions, agent, run, io, stop).await?;
-        // A new session (or fork) whose run failed before the model said anything holds
-        // nothing worth resuming: it is not kept (the README's promise; `--continue` skips
-        // such sessions for the same reason).
-        let new_session = matches!(target, Target::New | Target::Fork(_));
-        if new_session && !ended.answered && ended.stopped.is_none() && ended.code != 0 {
-            match remove_when_released(&sessions, &session_id).await {
-                Ok(()) => io.note(&format!(
-                    "dsh: session {session_id} was not kept: the run failed before the model answered"
-                )),
-                Err(error) => {
-                    tracing::warn!(%error, session = %session_id, "cannot remove the unanswered session")
-                }
-            }
-        }
+        let fresh = matches!(target, Target::New | Target::Fork(_));
+        let ended = self::run(&sessions, agent, run, fresh, io, stop).await?;
         Ok::<_, HeadlessError>(ended)
     }
     .await;
@@ -177,11 +163,15 @@ pub struct Ended<S> {
 }
 
 /// Drives `agent` through one turn on `run.task` and prints it; `stop` (a signal) cancels the
-/// turn. The agent is disposed at the end, unless the run itself failed.
+/// turn. The agent is disposed at the end, unless the run itself failed. A `fresh` session (one
+/// this run created: new or forked) whose run failed before the model said anything holds
+/// nothing worth resuming: it is removed before the result is printed, and the result names no
+/// session (the README's promise; `--continue` skips such sessions for the same reason).
 pub async fn run<S: Send + 'static>(
     sessions: &SessionHost,
     agent: AgentHandle,
     run: ExecRun,
+    fresh: bool,
     io: &Io,
     stop: impl Future<Output = S> + Send + 'static,
 ) -> Result<Ended<S>, HeadlessError> {
@@ -189,10 +179,15 @@ pub async fn run<S: Send + 'static>(
     let session_id = agent.id().to_owned();
     io.note(&format!("session {session_id}"));
     let first_seq = agent.log().len();
-    // Headless, no one can answer an approval: say which flag allows the call instead.
-    let _approval = agent
-        .scope()
-        .provide::<dyn ApprovalService>(Arc::new(crate::approval::Headless::new(io.clone())))?;
+    // Headless, no one can answer an approval: say which flag allows the call instead. The
+    // session's approval policy still applies first (`-a never` refuses without a note).
+    let _approval =
+        agent
+            .scope()
+            .provide::<dyn ApprovalService>(Arc::new(dsh_approval::UserApproval::new(
+                Some(Arc::new(crate::approval::Headless::new(io.clone()))),
+                agent.scope().service::<dyn dsh_approval::PolicySource>(),
+            )))?;
 
     // Events are printed as they commit; an unbounded channel never drops one.
     let (sender, receiver) = mpsc::unbounded_channel::<Tagged>();
@@ -228,7 +223,12 @@ pub async fn run<S: Send + 'static>(
         cancel_agent.cancel(CancelCause::User, false);
         stop
     });
-    let outcome = dsh_agent::run_final(&agent, &run.task).await;
+    // A task that names a command of the shared registry (`/undo` in a resumed session) runs
+    // that command, as the TUI and ACP do: no model request.
+    let outcome = match run_command(&agent, &run.task).await {
+        Some(outcome) => Ok(outcome),
+        None => dsh_agent::run_final(&agent, &run.task).await,
+    };
     let stopped = if interrupt.is_finished() {
         interrupt.await.ok()
     } else {
@@ -252,6 +252,51 @@ pub async fn run<S: Send + 'static>(
     // is not created.
     let has_answer = completed || !outcome.text.is_empty();
     let json_error = |e: serde_json::Error| HeadlessError::Invalid(e.to_string());
+    let usage = match usage {
+        Some(usage) => {
+            let mut value = serde_json::to_value(usage).map_err(json_error)?;
+            if output == Output::StreamJson {
+                add_context_fill(&mut value, sessions, &agent);
+            }
+            Some(value)
+        }
+        None => None,
+    };
+    agent.dispose().await;
+    drop(agent);
+    let code = match stopped {
+        Some(_) => 1,
+        None => exit_code(&outcome.reason, io),
+    };
+    let kept = if fresh && !answered && stopped.is_none() && code != 0 {
+        match remove_when_released(sessions, &session_id).await {
+            Ok(()) => {
+                io.note(&format!(
+                    "dsh: session {session_id} was not kept: the run failed before the model answered"
+                ));
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%error, session = %session_id, "cannot remove the unanswered session");
+                true
+            }
+        }
+    } else {
+        true
+    };
+    let result = |mut result: serde_json::Value| {
+        if !kept {
+            result["sessionId"] = serde_json::Value::Null;
+            result["sessionKept"] = json!(false);
+        }
+        if let Some(TurnEndReason::Error { error }) = &outcome.reason {
+            result["error"] = json!({"code": error.code, "message": error.message});
+        }
+        if let Some(usage) = &usage {
+            result["usage"] = usage.clone();
+        }
+        result
+    };
     match output {
         Output::Text => {
             if has_answer {
@@ -259,34 +304,21 @@ pub async fn run<S: Send + 'static>(
             }
         }
         Output::StreamJson => {
-            let mut result = json!({
+            let line = result(json!({
                 "type": "result",
                 "sessionId": session_id,
                 "status": status_of(&outcome.reason),
                 "output": outcome.text,
-            });
-            if let Some(TurnEndReason::Error { error }) = &outcome.reason {
-                result["error"] = json!({"code": error.code, "message": error.message});
-            }
-            if let Some(usage) = &usage {
-                result["usage"] = serde_json::to_value(usage).map_err(json_error)?;
-                add_context_fill(&mut result["usage"], sessions, &agent);
-            }
-            io.say(&result.to_string())?;
+            }));
+            io.say(&line.to_string())?;
         }
         Output::Json => {
-            let mut result = json!({
+            let line = result(json!({
                 "sessionId": session_id,
                 "status": status_of(&outcome.reason),
                 "output": outcome.text,
-            });
-            if let Some(TurnEndReason::Error { error }) = &outcome.reason {
-                result["error"] = json!({"code": error.code, "message": error.message});
-            }
-            if let Some(usage) = &usage {
-                result["usage"] = serde_json::to_value(usage).map_err(json_error)?;
-            }
-            io.say(&result.to_string())?;
+            }));
+            io.say(&line.to_string())?;
         }
     }
     if let Some(file) = run.last_message.as_ref().filter(|_| has_answer) {
@@ -297,15 +329,17 @@ pub async fn run<S: Send + 'static>(
             )
         })?;
     }
-    agent.dispose().await;
-    if stopped.is_some() {
-        return Ok(Ended {
-            stopped,
-            code: 1,
-            answered,
-        });
-    }
-    let code = match &outcome.reason {
+    Ok(Ended {
+        stopped,
+        code,
+        answered,
+    })
+}
+
+/// The exit status of a turn's ending (0 completed, 130 aborted, 1 otherwise), with the note
+/// on stderr that says why for a failure.
+fn exit_code(reason: &Option<TurnEndReason>, io: &Io) -> u8 {
+    match reason {
         Some(TurnEndReason::Completed) => 0,
         Some(TurnEndReason::Error { error }) => {
             io.note(&format!("dsh: {}: {}", error.code, error.message));
@@ -326,11 +360,58 @@ pub async fn run<S: Send + 'static>(
             io.note("dsh: INTERRUPTED: the run ended without completing its turn");
             1
         }
+    }
+}
+
+/// Runs `task` as a slash command when it names one the session's registry knows; `None`
+/// otherwise (the task goes to the model). The command's text is the run's output; a failed
+/// command ends the run as an error (`COMMAND_FAILED`); a command that continues in another
+/// session (`/rewind N conversation`) says how to resume it.
+async fn run_command(agent: &AgentHandle, task: &str) -> Option<dsh_agent::RunOutcome> {
+    let registry = dsh_commands::CommandRegistry::of(agent.scope())?;
+    let line = task.trim();
+    let parsed = dsh_commands::parse_command(line)?;
+    registry.find(agent.scope(), parsed.name)?;
+    let executed = registry
+        .execute(
+            agent,
+            line,
+            Vec::new(),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+    let failed = |message: String| dsh_agent::RunOutcome {
+        text: String::new(),
+        reason: Some(TurnEndReason::Error {
+            error: dsh_protocol::LlmFailure {
+                message,
+                code: "COMMAND_FAILED".to_owned(),
+                status: None,
+                provider_retry_after_ms: None,
+                request_id: None,
+            },
+        }),
+        session_id: agent.id().to_owned(),
     };
-    Ok(Ended {
-        stopped: None,
-        code,
-        answered,
+    Some(match executed {
+        Ok(Some(executed)) => match executed.result {
+            dsh_commands::CommandResult::Error { text } => failed(text),
+            result => {
+                let mut text = result.display_text().unwrap_or_default();
+                if let Some(session) = result.switch_to() {
+                    text.push_str(&format!(
+                        "\nContinue there with: dsh exec --resume {session} \"…\""
+                    ));
+                }
+                dsh_agent::RunOutcome {
+                    text,
+                    reason: Some(TurnEndReason::Completed),
+                    session_id: agent.id().to_owned(),
+                }
+            }
+        },
+        Ok(None) => return None,
+        Err(error) => failed(format!("/{} failed: {error}", parsed.name)),
     })
 }
 

@@ -19,9 +19,13 @@ pub async fn serve(sessions: &SessionHost, cwd: &Path, io: &Io) -> Result<(), He
         cwd: cwd.to_path_buf(),
     })?;
     io.note(&format!("session {}", agent.id()));
-    let approvals = agent
-        .scope()
-        .provide::<dyn ApprovalService>(Arc::new(crate::approval::NoApprover::new(io.clone())));
+    let approvals =
+        agent
+            .scope()
+            .provide::<dyn ApprovalService>(Arc::new(dsh_approval::UserApproval::new(
+                Some(Arc::new(crate::approval::NoApprover::new(io.clone()))),
+                agent.scope().service::<dyn dsh_approval::PolicySource>(),
+            )));
     let catalog: dsh_mcp::Catalog = {
         let sessions = sessions.clone();
         let agent = agent.clone();

@@ -137,16 +137,14 @@ pub fn session_confiner(
         };
         let mut hidden = Vec::new();
         let mut exposed = Vec::new();
+        let mut policy = standing.policy_in(mode, &root);
         if let Some(home) = &home {
             let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.clone());
             exposed.push(home.join("skills"));
+            policy = policy.with_lock_dir(home.join(dsh_tool_shell::LOCK_DIR));
             hidden.push(home);
         }
         exposed.extend(session.and_then(dsh_plugin::SessionContext::log_path));
-        standing
-            .policy_in(mode, &root)
-            .hiding(hidden)
-            .exposing(exposed)
-            .wrapper(cwd)
+        policy.hiding(hidden).exposing(exposed).wrapper(cwd)
     })
 }

@@ -161,6 +161,14 @@ impl std::fmt::Display for ReloadReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unchanged => f.write_str("configuration reloaded: nothing changed"),
+            Self::Applied { changed, notes } if changed.is_empty() => {
+                // Only notes: a project layer left out, a setting that waits for a restart.
+                f.write_str("configuration reloaded")?;
+                for note in notes {
+                    write!(f, "; {note}")?;
+                }
+                Ok(())
+            }
             Self::Applied { changed, notes } => {
                 write!(f, "configuration reloaded: {}", changed.join(", "))?;
                 for note in notes {
@@ -237,7 +245,11 @@ impl Host {
         let custom_adapter = options.adapter.is_some();
         let inner_adapter = match options.adapter {
             Some(adapter) => adapter,
-            None => crate::model::build(&core.model, &root)?,
+            None => crate::model::build(
+                &core.model,
+                crate::model::base_url_source(&options.config),
+                &root,
+            )?,
         };
         let model = Arc::new(RoutedAdapter::new(inner_adapter));
         let services = Arc::new(HostServices {
@@ -438,6 +450,19 @@ impl Host {
     fn apply(&self, config: Config, checked: Checked) -> ReloadReport {
         let mut changed = Vec::new();
         let mut notes = Vec::new();
+        // An untrusted folder's file that became unusable (broken TOML, a key that fails) is
+        // left out whole: say so and why, rather than "nothing changed".
+        if let Some(project) = config.project.as_ref().filter(|p| !p.trusted)
+            && let Some(reason) = &project.unusable
+        {
+            let notice = crate::trust::unusable_notice(&project.file, &project.folder, reason);
+            notes.push(
+                notice
+                    .strip_prefix("dsh: notice: ")
+                    .unwrap_or(&notice)
+                    .to_owned(),
+            );
+        }
         let mut failed = Vec::new();
         let old_core = lock(&self.inner.state).core.clone();
         if checked.core.model != old_core.model {
@@ -446,7 +471,11 @@ impl Host {
             } else if self.inner.custom_adapter {
                 notes.push("this host's model adapter is fixed".to_owned());
             } else {
-                match crate::model::build(&checked.core.model, &self.inner.root) {
+                match crate::model::build(
+                    &checked.core.model,
+                    crate::model::base_url_source(&config),
+                    &self.inner.root,
+                ) {
                     Ok(adapter) => {
                         self.inner.model.replace(adapter);
                         changed.push("model".to_owned());

@@ -84,8 +84,28 @@ impl AttachmentResolver for LateResolver {
     }
 }
 
-/// Builds the adapter `[model]` names, reading keys from the process environment.
-pub fn build(settings: &ModelSettings, root: &Scope) -> Result<Arc<dyn ModelAdapter>, LlmError> {
+/// Where `[model] base_url` was set, as the model server's errors name it: the variable, the
+/// `-c` flag, or the file and line; `None` when no layer set it (the provider's default).
+pub fn base_url_source(config: &crate::config::Config) -> Option<String> {
+    use crate::config::Layer;
+    let origin = config.origin_exact("model.base_url")?;
+    Some(match (origin.layer, &origin.file, origin.line) {
+        (Layer::Default, ..) => return None,
+        (Layer::Env, ..) => "DEEPSEEK_BASE_URL".to_owned(),
+        (Layer::Flag, ..) => "`-c model.base_url`".to_owned(),
+        (_, Some(file), Some(line)) => format!("[model] base_url in {}:{line}", file.display()),
+        (_, Some(file), None) => format!("[model] base_url in {}", file.display()),
+        (_, None, _) => "[model] base_url".to_owned(),
+    })
+}
+
+/// Builds the adapter `[model]` names, reading keys from the process environment;
+/// `base_url_source` ([`base_url_source`]) is named in the errors a wrong URL causes.
+pub fn build(
+    settings: &ModelSettings,
+    base_url_source: Option<String>,
+    root: &Scope,
+) -> Result<Arc<dyn ModelAdapter>, LlmError> {
     let models = settings
         .catalog
         .iter()
@@ -106,6 +126,7 @@ pub fn build(settings: &ModelSettings, root: &Scope) -> Result<Arc<dyn ModelAdap
         .collect();
     let provider = ProviderSettings {
         base_url: settings.base_url.clone(),
+        base_url_source,
         api_key_env: settings.api_key_env.clone(),
         reasoning_effort: settings.reasoning_effort.map(|e| e.as_str().to_owned()),
         models,

@@ -1395,3 +1395,30 @@ async fn mcp_connects_the_configured_servers_and_follows_the_list() {
     );
     rig.host.shutdown();
 }
+
+/// An untrusted folder's configuration file that turns into broken TOML during a session is
+/// left out whole on the reload, and the report says so and why, rather than "nothing
+/// changed".
+#[tokio::test]
+async fn a_reload_tells_when_an_untrusted_projects_file_broke() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let project = cwd.path().join(".dsh/config.toml");
+    std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+    std::fs::write(&project, "[tools]\nmax_parallel = 2\n").unwrap();
+    let overrides = dsh_host::Overrides::default();
+    let loaded = Config::load_in(home.path().to_path_buf(), cwd.path(), &overrides).unwrap();
+    let mut options = HostOptions::new(loaded);
+    options.store = Some(Arc::new(MemoryStore::new()));
+    let host = Host::build(options).unwrap();
+    std::fs::write(&project, "[tools\nmax_parallel = = 2\n").unwrap();
+    let report = host.reload_from_disk().await;
+    let text = report.to_string();
+    assert!(!text.contains("nothing changed"), "{text}");
+    assert!(
+        text.contains("is not trusted, so") && text.contains(&project.display().to_string()),
+        "the notice names the file: {text}"
+    );
+    assert!(text.contains("was ignored ("), "and why: {text}");
+    assert!(text.contains("dsh trust"), "and what to do: {text}");
+}

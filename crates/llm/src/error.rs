@@ -24,11 +24,25 @@ pub mod codes {
     pub const UNSUPPORTED_REASONING_EFFORT: &str = "UNSUPPORTED_REASONING_EFFORT";
 }
 
+/// Where a base URL was set, as errors name it: `set by DEEPSEEK_BASE_URL`, `set by [model]
+/// base_url in FILE:LINE`, or the provider's default and how to change it.
+pub(crate) fn url_origin(source: Option<&str>) -> String {
+    match source {
+        Some(source) => format!("set by {source}"),
+        None => "the provider's default; set `[model] base_url` or DEEPSEEK_BASE_URL to change it"
+            .to_owned(),
+    }
+}
+
 /// A provider base URL must be an absolute `http(s)` URL with a host: anything else fails when
-/// the adapter is built, never as a retried transport error on the first request.
-pub(crate) fn check_base_url(url: &str) -> Result<(), LlmError> {
+/// the adapter is built, never as a retried transport error on the first request. The error
+/// names where the URL was set (`source`).
+pub(crate) fn check_base_url(url: &str, source: Option<&str>) -> Result<(), LlmError> {
     let bad = |why: String| LlmError::InvalidConfig {
-        reason: format!("base_url `{url}` is not a valid http(s) URL: {why}"),
+        reason: format!(
+            "base_url `{url}` ({}) is not a valid http(s) URL: {why}",
+            url_origin(source)
+        ),
     };
     let parsed = reqwest::Url::parse(url).map_err(|e| bad(e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {

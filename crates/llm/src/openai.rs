@@ -42,6 +42,8 @@ const EFFORTS: [&str; 3] = ["low", "medium", "high"];
 #[derive(Clone)]
 pub struct OpenAiConfig {
     pub base_url: String,
+    /// Where `base_url` was set, named in the errors a wrong URL causes (`None`: the default).
+    pub base_url_source: Option<String>,
     pub api_key: Option<String>,
     pub api_key_env: String,
     /// `low`, `medium` or `high` is sent as `reasoning_effort`; `off` or none sends nothing.
@@ -73,6 +75,7 @@ impl Default for OpenAiConfig {
         let deepseek = crate::DeepSeekConfig::default();
         Self {
             base_url: DEFAULT_BASE_URL.to_owned(),
+            base_url_source: None,
             api_key: None,
             api_key_env: DEFAULT_API_KEY_ENV.to_owned(),
             reasoning_effort: None,
@@ -109,6 +112,7 @@ pub(crate) fn build(
     let mut config = OpenAiConfig::default();
     if let Some(base) = settings.base_url {
         config.base_url = base.trim_end_matches('/').to_owned();
+        config.base_url_source = settings.base_url_source;
     }
     if let Some(var) = settings.api_key_env {
         config.api_key_env = var;
@@ -133,7 +137,7 @@ impl OpenAiCompatibleAdapter {
                 ),
             });
         }
-        crate::error::check_base_url(&config.base_url)?;
+        crate::error::check_base_url(&config.base_url, config.base_url_source.as_deref())?;
         let client = LazyClient::new(&config.base_url, config.connect_timeout);
         Ok(Self { config, client })
     }
@@ -254,6 +258,7 @@ impl ModelAdapter for OpenAiCompatibleAdapter {
                 client: self.client.for_request()?,
                 url: format!("{}/chat/completions", self.config.base_url),
                 base_url: self.config.base_url.clone(),
+                base_url_origin: crate::error::url_origin(self.config.base_url_source.as_deref()),
                 headers: self.headers()?,
                 body,
                 idle_timeout: self.config.idle_timeout,

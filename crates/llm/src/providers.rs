@@ -15,6 +15,9 @@ use crate::ModelEntry;
 pub struct ProviderSettings {
     /// `None`: the provider's default endpoint.
     pub base_url: Option<String>,
+    /// Where `base_url` was set (`DEEPSEEK_BASE_URL`, `[model] base_url in FILE:LINE`), named
+    /// in the errors a wrong URL causes.
+    pub base_url_source: Option<String>,
     /// `None`: the provider's default variable.
     pub api_key_env: Option<String>,
     /// `off`, `low`, `medium`, `high` or `max`; what each provider accepts is its own rule.
@@ -29,6 +32,7 @@ impl std::fmt::Debug for ProviderSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProviderSettings")
             .field("base_url", &self.base_url)
+            .field("base_url_source", &self.base_url_source)
             .field("api_key_env", &self.api_key_env)
             .field("reasoning_effort", &self.reasoning_effort)
             .field("models", &self.models)
@@ -106,6 +110,7 @@ fn build_deepseek(
     let mut config = DeepSeekConfig::from_lookup(env);
     if let Some(base) = settings.base_url {
         config.base_url = base.trim_end_matches('/').to_owned();
+        config.base_url_source = settings.base_url_source;
     }
     if let Some(var) = settings.api_key_env {
         config.api_key = env(&var);

@@ -5,7 +5,8 @@
 //! group of its own (`bash -c` with stdin at EOF, under the sandbox runner or the process
 //! guard), group-wide kills and the reap ladder, the client side of the process guard
 //! ([`guard`]), bubblewrap confinement per [`SandboxMode`] ([`sandbox`]: the runner, the
-//! policy, denial markers), and bounded capture of a child's pipes with full-stream spill
+//! policy, denial markers; [`placeholders`]: the empty protected folders a launch makes and
+//! removes), and bounded capture of a child's pipes with full-stream spill
 //! files ([`capture`]).
 //! Does not own: what a tool does with a child's output (the `bash` tool, `dsh-tool-shell`),
 //! background jobs (`dsh-jobs`).
@@ -16,6 +17,7 @@ mod command;
 pub mod error;
 pub mod guard;
 pub mod piped;
+pub mod placeholders;
 pub mod process;
 pub mod sandbox;
 

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -26,6 +27,7 @@ use dsh_tools::OutputStream;
 use crate::capture::Capture;
 use crate::capture::CaptureConfig;
 use crate::capture::OutputTap;
+use crate::placeholders::WorkspaceLease;
 use crate::sandbox::Launch;
 
 /// How long the pipes may stay open after the shell itself exited before the rest of its
@@ -94,6 +96,10 @@ pub struct ShellProcess {
     pub stderr: Capture,
     pumps: Vec<JoinHandle<()>>,
     live: LiveEntry,
+    /// A confined command's hold on the workspace's placeholders, released when it has ended.
+    lease: Option<Arc<WorkspaceLease>>,
+    /// When the confined command's runner started (clock ticks after boot).
+    launched: u64,
 }
 
 /// Spawns `bash -c <command>` with stdin `/dev/null`. With a `launch` wrapper (the sandbox
@@ -190,6 +196,15 @@ pub fn spawn_shell(
         stderr,
         pumps,
         live,
+        lease: launch.and_then(|launch| launch.lease.clone()),
+        launched: pid
+            .filter(|_| launch.is_some())
+            .and_then(|pid| {
+                crate::placeholders::start_ticks(
+                    &Path::new("/proc").join(pid.as_raw_nonzero().to_string()),
+                )
+            })
+            .unwrap_or(0),
     })
 }
 
@@ -295,10 +310,71 @@ impl ShellProcess {
         }
         if let Control::Group(Some(pid)) = self.control {
             // A confined command's pids cgroup, named after its launch (see `dsh-tool-guard`).
-            dsh_tool_guard::remove_pids_cgroup(pid.as_raw_nonzero().get().unsigned_abs());
+            let launch = pid.as_raw_nonzero().get().unsigned_abs();
+            let removed = dsh_tool_guard::remove_pids_cgroup(launch);
+            // The runner's exit does not mean its sandbox is empty: bubblewrap exits with the
+            // command's status while the namespace's other processes are being killed.
+            if let Some(lease) = self
+                .lease
+                .take()
+                .filter(|lease| !lease.placeholders().is_empty())
+            {
+                let launched = self.launched;
+                let wait = sandbox_gone(launch, removed, launched, SANDBOX_EXIT_WAIT);
+                if wait.await {
+                    lease.sandbox_gone();
+                } else {
+                    // Not yet: keep waiting off the call's path (the lease holds the lock until
+                    // then). Should dsh exit first, a later command removes the placeholders.
+                    tokio::spawn(async move {
+                        // Gone since (`None`) means another launch's sweep removed it empty.
+                        let removed = removed
+                            .map(|_| dsh_tool_guard::remove_pids_cgroup(launch).unwrap_or(true));
+                        if sandbox_gone(launch, removed, launched, SANDBOX_EXIT_GRACE).await {
+                            lease.sandbox_gone();
+                        }
+                    });
+                }
+            }
         }
         self.live.disarm();
     }
+}
+
+/// How long a finished confined command's sandbox may take to empty before its placeholders
+/// are left for a later command to remove: bubblewrap exits with the command's status while
+/// the kernel is still killing the namespace's other processes, which takes a few
+/// milliseconds.
+const SANDBOX_EXIT_GRACE: Duration = Duration::from_millis(1000);
+/// How much of that grace the call itself waits (it usually takes a millisecond or two).
+const SANDBOX_EXIT_WAIT: Duration = Duration::from_millis(10);
+
+/// Whether every process of the confined command launched as `launch` (at `launched` clock
+/// ticks after boot) has ended: its pids cgroup is removed (`removed` is the first try), or,
+/// where dsh makes none, no visible process started since lives in another PID namespace.
+async fn sandbox_gone(launch: u32, removed: Option<bool>, launched: u64, grace: Duration) -> bool {
+    let started = tokio::time::Instant::now();
+    if removed.is_none() {
+        loop {
+            if !crate::placeholders::another_pid_namespace_runs(launched) {
+                return true;
+            }
+            if started.elapsed() >= grace {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    let mut removed = removed;
+    while removed == Some(false) {
+        if started.elapsed() >= grace {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // Gone (`None`) means another launch's sweep removed it: it was empty.
+        removed = dsh_tool_guard::remove_pids_cgroup(launch);
+    }
+    true
 }
 
 async fn join_all(pumps: &mut [JoinHandle<()>]) {

@@ -13,8 +13,10 @@
 //! runs unconfined.
 
 use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
@@ -25,6 +27,7 @@ pub use dsh_tools::SandboxLimits;
 pub use dsh_tools::SandboxMode;
 
 use crate::error::ShellError;
+use crate::placeholders::WorkspaceLease;
 
 /// The bubblewrap program the confining executor launches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +87,18 @@ impl SandboxRunner {
         // of /dev/null would be mounted nodev and refuse writes. `/dev/tty` there names no
         // terminal: the command has none.
         args.one("--dev", Path::new("/dev"));
+        // That `/dev` is a tmpfs with no size (half the host's memory), writable to a command
+        // that runs as root, and its `shm` folder to everyone: read-only (device nodes still
+        // open for writing), with a `/dev/shm` bounded like `/tmp`.
+        let tmp_bytes = policy.limits.tmp_size_mb.saturating_mul(1024 * 1024);
+        args.one("--remount-ro", Path::new("/dev"));
+        args.flags(&["--perms", "1777", "--size", &tmp_bytes.to_string()]);
+        args.one("--tmpfs", Path::new("/dev/shm"));
         args.one("--proc", Path::new("/proc"));
         for (flag, source, dest) in kernel_masks() {
             args.pair(flag, source, dest);
         }
         let temps = temp_areas();
-        let tmp_bytes = policy.limits.tmp_size_mb.saturating_mul(1024 * 1024);
         for temp in &temps {
             args.flags(&["--size", &tmp_bytes.to_string()]);
             args.one("--tmpfs", temp);
@@ -145,10 +154,19 @@ impl SandboxRunner {
                 args.pair("--ro-bind-try", exposed, exposed);
             }
         }
+        let mut lease = None;
         if policy.mode == SandboxMode::WorkspaceWrite {
-            for protected in protected_paths(root) {
-                args.pair("--ro-bind", &protected, &protected);
+            // Held from before the placeholders are made or checked until the command ends,
+            // so no other launch removes one while this one mounts or uses it.
+            let mut held = WorkspaceLease::take(policy.lock_dir.as_deref(), root);
+            let protected = protect(root);
+            for path in &protected.paths {
+                args.pair("--ro-bind", path, path);
             }
+            if held.holds_lock() {
+                held.set_placeholders(protected.placeholders);
+            }
+            lease = Some(Arc::new(held));
         }
         if cwd_hidden {
             // A workdir inside a hidden area is an empty folder, like the rest of the area.
@@ -156,7 +174,9 @@ impl SandboxRunner {
         }
         args.one("--chdir", cwd);
         args.flags(&["--"]);
-        Some(confined_launch(&self.program, args.0, policy.limits))
+        let mut launch = confined_launch(&self.program, args.0, policy.limits);
+        launch.lease = lease;
+        Some(launch)
     }
 }
 
@@ -175,6 +195,7 @@ fn confined_launch(bwrap: &Path, bwrap_args: Vec<OsString>, limits: SandboxLimit
         return Launch {
             program: bwrap.to_path_buf(),
             args: bwrap_args,
+            lease: None,
         };
     };
     let mut args: Vec<OsString> = vec![
@@ -192,6 +213,7 @@ fn confined_launch(bwrap: &Path, bwrap_args: Vec<OsString>, limits: SandboxLimit
     Launch {
         program: guard.to_path_buf(),
         args,
+        lease: None,
     }
 }
 
@@ -285,17 +307,40 @@ fn temp_areas() -> Vec<PathBuf> {
 ///   person's `git status` enters cannot be given a config.
 ///
 /// A folder that does not exist cannot be bind-mounted, so a missing protected folder (and a
-/// missing `.git` at the top, or in a listed submodule) is created first, empty, and left in
-/// place: git treats an empty `.git` as no repository (and `git init` fills it), and each
-/// agent treats an empty folder as no configuration. A missing protected file is left
-/// missing (a confined command can create it; the file tools refuse it).
+/// missing `.git` at the top, or in a listed submodule) is created first, empty and marked as
+/// dsh's placeholder; a launch removes it again once no confined command can see it (see
+/// [`crate::placeholders`]). While it is there, git treats an empty `.git` as no repository
+/// (and `git init` fills it), and each agent treats an empty folder as no configuration. A
+/// missing protected file is left missing (a confined command can create it; the file tools
+/// refuse it).
 pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
-    let mut paths = Vec::new();
-    for name in dsh_tools::PROTECTED_PROJECT_DIRS {
-        if let Some(dir) = existing_or_placeholder(&root.join(name)) {
-            paths.push(dir);
+    protect(root).paths
+}
+
+/// What [`protected_paths`] found, and which of those paths are dsh's empty placeholders.
+#[derive(Debug, Default)]
+struct Protected {
+    paths: Vec<PathBuf>,
+    placeholders: Vec<PathBuf>,
+}
+
+impl Protected {
+    fn push_folder(&mut self, dir: &Path) {
+        if let Some((dir, placeholder)) = existing_or_placeholder(dir) {
+            if placeholder {
+                self.placeholders.push(dir.clone());
+            }
+            self.paths.push(dir);
         }
     }
+}
+
+fn protect(root: &Path) -> Protected {
+    let mut protected = Protected::default();
+    for name in dsh_tools::PROTECTED_PROJECT_DIRS {
+        protected.push_folder(&root.join(name));
+    }
+    let paths = &mut protected.paths;
     for name in dsh_tools::PROTECTED_PROJECT_FILES {
         let file = root.join(name);
         if std::fs::symlink_metadata(&file).is_ok_and(|meta| meta.is_file()) {
@@ -303,29 +348,30 @@ pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
         }
     }
     let git = root.join(dsh_tools::GIT_DIR_NAME);
-    let git_dirs = protect_git_entry(root, &git, &mut paths);
+    let git_dirs = protect_git_entry(root, &git, &mut protected);
     for dir in git_dirs {
         for submodule in gitlinks(&dir.join("index")) {
             let entry = root.join(&submodule);
             // A submodule path that is not a folder (not checked out and removed) is left
             // alone rather than created.
             if entry.is_dir() && !entry.is_symlink() {
-                protect_git_entry(root, &entry.join(dsh_tools::GIT_DIR_NAME), &mut paths);
+                protect_git_entry(root, &entry.join(dsh_tools::GIT_DIR_NAME), &mut protected);
             }
         }
     }
-    paths
+    protected
 }
 
 /// Protects one `.git` entry (a folder, a pointer file, or missing: a placeholder folder) and
 /// returns the git dirs it stands for that lie in the workspace.
-fn protect_git_entry(root: &Path, git: &Path, paths: &mut Vec<PathBuf>) -> Vec<PathBuf> {
+fn protect_git_entry(root: &Path, git: &Path, protected: &mut Protected) -> Vec<PathBuf> {
     match std::fs::symlink_metadata(git) {
         Ok(meta) if meta.is_dir() => {
-            paths.push(git.to_path_buf());
+            protected.push_folder(git);
             vec![git.to_path_buf()]
         }
         Ok(meta) if meta.is_file() => {
+            let paths = &mut protected.paths;
             paths.push(git.to_path_buf());
             let linked: Vec<PathBuf> = linked_git_dirs(git)
                 .into_iter()
@@ -338,7 +384,7 @@ fn protect_git_entry(root: &Path, git: &Path, paths: &mut Vec<PathBuf>) -> Vec<P
         // workspace's own `.git` (already covered) or outside the workspace (read-only).
         Ok(_) => Vec::new(),
         Err(_) => {
-            paths.extend(existing_or_placeholder(git));
+            protected.push_folder(git);
             Vec::new()
         }
     }
@@ -347,12 +393,15 @@ fn protect_git_entry(root: &Path, git: &Path, paths: &mut Vec<PathBuf>) -> Vec<P
 /// `dir` when it is a folder (or after creating it empty); `None` when something else is
 /// there or it cannot be created (then a confined command, same user, cannot create it
 /// either, unless the folder's owner differs: see `docs/security.md`).
-fn existing_or_placeholder(dir: &Path) -> Option<PathBuf> {
+fn existing_or_placeholder(dir: &Path) -> Option<(PathBuf, bool)> {
     match std::fs::symlink_metadata(dir) {
-        Ok(meta) if meta.is_dir() => Some(dir.to_path_buf()),
+        Ok(meta) if meta.is_dir() => Some((
+            dir.to_path_buf(),
+            meta.mtime() == crate::placeholders::PLACEHOLDER_MTIME,
+        )),
         Ok(_) => None,
-        Err(_) => match std::fs::create_dir(dir) {
-            Ok(()) => Some(dir.to_path_buf()),
+        Err(_) => match crate::placeholders::create(dir) {
+            Ok(()) => Some((dir.to_path_buf(), true)),
             Err(error) => {
                 tracing::debug!(path = %dir.display(), %error, "cannot create a placeholder to protect");
                 None
@@ -571,6 +620,20 @@ fn scan_sockets(dir: &Path, depth: usize, budget: &mut usize, out: &mut Vec<Path
 pub struct Launch {
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// Under `workspace-write`: the hold on the workspace's placeholders, kept by the command's
+    /// process until it has ended (see [`crate::placeholders`]).
+    pub lease: Option<Arc<WorkspaceLease>>,
+}
+
+impl Launch {
+    /// The program and its arguments, for a command whose end dsh does not follow: the
+    /// placeholders it mounts stay until dsh exits.
+    pub fn detach(self) -> (PathBuf, Vec<OsString>) {
+        if let Some(lease) = self.lease.and_then(|lease| Arc::try_unwrap(lease).ok()) {
+            lease.hold_until_exit();
+        }
+        (self.program, self.args)
+    }
 }
 
 /// The standing (or, for one approved call, escalated) policy of a call.
@@ -589,6 +652,9 @@ pub struct SandboxPolicy {
     pub exposed: Vec<PathBuf>,
     /// What one confined command may use.
     pub limits: SandboxLimits,
+    /// Where launches lock the workspace's placeholders (in dsh's home, which confined
+    /// commands cannot see). Without one the placeholders are never removed.
+    pub lock_dir: Option<PathBuf>,
 }
 
 impl SandboxPolicy {
@@ -604,11 +670,18 @@ impl SandboxPolicy {
             hidden: default_hidden(),
             exposed: Vec::new(),
             limits: SandboxLimits::default(),
+            lock_dir: None,
         }
     }
 
     pub fn with_limits(mut self, limits: SandboxLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Locks the workspace's placeholders in `dir` (see [`SandboxPolicy::lock_dir`]).
+    pub fn with_lock_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.lock_dir = Some(dir.into());
         self
     }
 
@@ -661,7 +734,7 @@ impl SandboxPolicy {
     /// program and the arguments placed before the confined argv. `None` runs unconfined.
     /// Terminals use it so a PTY shell gets exactly the confinement `bash` gets.
     pub fn wrapper(&self, cwd: &Path) -> Option<(PathBuf, Vec<OsString>)> {
-        self.launch(cwd).map(|launch| (launch.program, launch.args))
+        self.launch(cwd).map(Launch::detach)
     }
 
     /// [`SandboxPolicy::wrapper`] for a shell on its own PTY: the same confinement without
@@ -746,6 +819,7 @@ impl SandboxConfig {
             hidden: default_hidden(),
             exposed: Vec::new(),
             limits: self.limits,
+            lock_dir: None,
         }
         .hiding(self.hidden.iter().cloned())
     }

@@ -126,7 +126,7 @@ pub struct NeverApprove;
 
 impl ApprovalService for NeverApprove {
     fn request(&self, _request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
-        Box::pin(async { ApprovalOutcome::Rejected })
+        Box::pin(async { ApprovalOutcome::RefusedByPolicy(dsh_tools::NeverBy::Delegation) })
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::Path;
 use crate::context::FsContext;
 use crate::error::FsError;
 use crate::error::codes;
+use crate::policy::ApprovalOutcome;
 use crate::policy::EscalationMode;
 use crate::policy::EscalationRequest;
 use crate::policy::ResolvedPath;
@@ -23,7 +24,7 @@ pub(crate) async fn call_mode(
     let Some(request) = EscalationRequest::from_args(sandbox_permissions, justification)? else {
         return Ok(ctx.policy.mode);
     };
-    if !ctx.policy.escalation_advertised {
+    if !ctx.policy.escalation_advertised && !ctx.policy.approval_never {
         return Err(FsError::plain(
             "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)",
         ));
@@ -40,6 +41,16 @@ pub(crate) async fn call_mode(
     let outcome = approver
         .approve(tool_name, ctx.call_id.as_deref(), &reason)
         .await?;
+    // Under `never` nothing runs wider, whatever an answerer that ignores the policy said.
+    let outcome = match outcome {
+        ApprovalOutcome::RefusedByPolicy(_) => outcome,
+        _ if ctx.policy.approval_never => {
+            ApprovalOutcome::RefusedByPolicy(dsh_tools::NeverBy::Config {
+                danger_full_access: false,
+            })
+        }
+        _ => outcome,
+    };
     escalation_outcome(request.mode, outcome)
 }
 

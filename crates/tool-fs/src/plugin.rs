@@ -64,6 +64,8 @@ pub fn session_policy(
     if let Some(dir) = spill.and_then(|spill| spill.session_dir(session.id()).ok()) {
         policy = policy.allow_reading(&dir);
     }
+    policy.approval_never =
+        policy.escalation_advertised && permissions.approval == ApprovalPolicy::Never;
     policy.escalation_advertised =
         policy.escalation_advertised && permissions.approval != ApprovalPolicy::Never;
     policy

@@ -95,6 +95,9 @@ pub struct FilePolicy {
     /// Whether `write`/`edit` advertise `sandbox_permissions` (a confining backend with an
     /// approval policy other than `never`).
     pub escalation_advertised: bool,
+    /// The approval policy is `never`: a `sandbox_permissions` the model sends anyway goes to
+    /// the approval service, which refuses it by policy (and says which setting).
+    pub approval_never: bool,
     /// dsh's home: never written short of `danger-full-access`, never read (but `readable`).
     pub dsh_home: Option<PathBuf>,
     /// Conventional credential folders and files: never read.
@@ -114,6 +117,7 @@ impl FilePolicy {
             workspace_root: workspace_root.into(),
             temp_roots: Vec::new(),
             escalation_advertised: mode != SandboxMode::DangerFullAccess,
+            approval_never: false,
             dsh_home: None,
             secret_roots,
             readable: Vec::new(),
@@ -481,6 +485,9 @@ pub enum ApprovalOutcome {
     Rejected,
     Cancelled,
     Unavailable,
+    /// The approval policy `never` refused it without asking anyone.
+    #[serde(skip)]
+    RefusedByPolicy(dsh_tools::NeverBy),
 }
 
 /// Maps an approval outcome to the mode the call runs under, or the refusal the model sees.
@@ -499,6 +506,10 @@ pub fn escalation_outcome(
         ))),
         ApprovalOutcome::Unavailable => Err(FsError::plain(format!(
             "sandbox escalation to \"{m}\" requires approval, but no approval channel is available"
+        ))),
+        ApprovalOutcome::RefusedByPolicy(by) => Err(FsError::plain(dsh_tools::refused_by_policy(
+            &format!("sandbox escalation to \"{m}\""),
+            by,
         ))),
     }
 }

@@ -102,6 +102,9 @@ impl EscalationApprover for RunApprover {
                 dsh_tools::ApprovalOutcome::Rejected => policy::ApprovalOutcome::Rejected,
                 dsh_tools::ApprovalOutcome::Cancelled => policy::ApprovalOutcome::Cancelled,
                 dsh_tools::ApprovalOutcome::Unavailable => policy::ApprovalOutcome::Unavailable,
+                dsh_tools::ApprovalOutcome::RefusedByPolicy(by) => {
+                    policy::ApprovalOutcome::RefusedByPolicy(by)
+                }
             })
         })
     }

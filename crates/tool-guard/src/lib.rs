@@ -199,7 +199,7 @@ pub const CGROUP_PREFIX: &str = "dsh-";
 /// cgroups of earlier launches are removed first: the kernel refuses to remove one that still
 /// holds a process, so only finished commands' folders go.
 fn join_pids_cgroup(max: u64) {
-    let Some(parent) = pids_cgroup_parent() else {
+    let Some(PidsCgroup { parent, version }) = pids_cgroup_parent() else {
         return;
     };
     if let Ok(entries) = std::fs::read_dir(&parent) {
@@ -218,7 +218,7 @@ fn join_pids_cgroup(max: u64) {
     for _ in 0..3 {
         let joined = (std::fs::create_dir(&own).is_ok() || own.is_dir())
             && std::fs::write(own.join("pids.max"), max.to_string()).is_ok()
-            && std::fs::write(own.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+            && join(&own, version);
         if joined {
             return;
         }
@@ -226,17 +226,49 @@ fn join_pids_cgroup(max: u64) {
     let _ = std::fs::remove_dir(&own);
 }
 
+/// Moves this process into the cgroup `dir`.
+///
+/// Moving a whole process (`cgroup.procs`) write-locks the kernel's global
+/// `cgroup_threadgroup_rwsem`, which waits for an RCU grace period unless another migration
+/// ran moments before: 5 to 20 ms of every confined call on a busy machine (measured in
+/// `docs/benchmarks.md`). Under cgroup v1, moving one thread (`tasks`, `0` for the caller)
+/// takes no such lock, and this process is one thread (nothing here starts another; and
+/// `exec` would leave only the calling thread anyway), so the thread is the whole process.
+/// cgroup v2 moves threads only inside threaded subtrees: there the process is moved.
+fn join(dir: &Path, version: CgroupVersion) -> bool {
+    (version == CgroupVersion::V1 && std::fs::write(dir.join("tasks"), "0").is_ok())
+        || std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).is_ok()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// Where this process may make pids cgroups, and the hierarchy's version.
+struct PidsCgroup {
+    parent: PathBuf,
+    version: CgroupVersion,
+}
+
 /// Removes the pids cgroup a confinement launch with process id `pid` made, once its command
 /// has ended (the kernel refuses while a process is left in it; the next launch sweeps it then).
-pub fn remove_pids_cgroup(pid: u32) {
-    if let Some(parent) = pids_cgroup_parent() {
-        let _ = std::fs::remove_dir(parent.join(format!("{CGROUP_PREFIX}{pid}")));
+/// `Some(true)` when it was there and is removed: every process of the command has ended;
+/// `Some(false)` while a process is left in it; `None` when there is none (this process could
+/// not make it, or it is gone already).
+pub fn remove_pids_cgroup(pid: u32) -> Option<bool> {
+    let cgroup = pids_cgroup_parent()?;
+    match std::fs::remove_dir(cgroup.parent.join(format!("{CGROUP_PREFIX}{pid}"))) {
+        Ok(()) => Some(true),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+        Err(_) => Some(false),
     }
 }
 
 /// Where this process may make a pids cgroup: cgroup v1's `pids` hierarchy, or (cgroup v2)
 /// its own cgroup when that enables `pids` for its children.
-fn pids_cgroup_parent() -> Option<PathBuf> {
+fn pids_cgroup_parent() -> Option<PidsCgroup> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let v1 = own.lines().find_map(|line| {
         let (_, rest) = line.split_once(':')?;
@@ -246,7 +278,10 @@ fn pids_cgroup_parent() -> Option<PathBuf> {
     if let Some(path) = v1 {
         let dir = Path::new("/sys/fs/cgroup/pids").join(path.trim_start_matches('/'));
         if dir.join("cgroup.procs").is_file() {
-            return Some(dir);
+            return Some(PidsCgroup {
+                parent: dir,
+                version: CgroupVersion::V1,
+            });
         }
     }
     let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
@@ -254,7 +289,10 @@ fn pids_cgroup_parent() -> Option<PathBuf> {
         let dir = Path::new(mount).join(path.trim_start_matches('/'));
         let controls = std::fs::read_to_string(dir.join("cgroup.subtree_control")).ok();
         if controls.is_some_and(|c| c.split_whitespace().any(|name| name == "pids")) {
-            return Some(dir);
+            return Some(PidsCgroup {
+                parent: dir,
+                version: CgroupVersion::V2,
+            });
         }
     }
     None

@@ -47,8 +47,10 @@ pub(crate) fn command_line(args: &BashArgs, ctx: &ShellContext) -> (String, Vec<
             .map(|(name, value)| format!("{name}={value}")),
     );
     if let Some(launch) = ctx.sandbox.as_ref().and_then(|policy| policy.launch(&cwd)) {
-        argv.push(launch.program.to_string_lossy().into_owned());
-        argv.extend(launch.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        // The client's terminal runs it: dsh does not see it end.
+        let (program, args) = launch.detach();
+        argv.push(program.to_string_lossy().into_owned());
+        argv.extend(args.iter().map(|a| a.to_string_lossy().into_owned()));
     }
     argv.extend(["bash".to_owned(), "-c".to_owned(), args.command.clone()]);
     (env_program(), argv)

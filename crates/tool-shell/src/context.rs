@@ -66,6 +66,9 @@ pub struct ShellContext {
     pub output: Option<OutputTap>,
 }
 
+/// The folder of dsh's home where confined launches lock their workspace's placeholders.
+pub const LOCK_DIR: &str = "locks";
+
 impl ShellContext {
     /// A context with default settings, spilling under the OS temp directory.
     pub fn new(cwd: impl Into<PathBuf>, session_id: impl Into<String>) -> Self {
@@ -109,16 +112,18 @@ impl ShellContext {
         let policy = self.sandbox.as_ref()?;
         let mut exposed = Vec::new();
         let mut hidden = Vec::new();
+        let mut policy = policy.clone();
         if let Some(home) = &self.dsh_home {
             let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.clone());
             exposed.push(home.join("skills"));
+            policy = policy.with_lock_dir(home.join(LOCK_DIR));
             hidden.push(home);
         }
         exposed.extend(self.session_jsonl.iter().cloned());
         if let Ok(dir) = self.spill.session_dir(&self.session_id) {
             exposed.push(dir);
         }
-        Some(policy.clone().hiding(hidden).exposing(exposed))
+        Some(policy.hiding(hidden).exposing(exposed))
     }
 
     /// The environment a child of this context gets: the base scrubbed of secrets and stale

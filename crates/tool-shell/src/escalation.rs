@@ -46,9 +46,21 @@ pub async fn approve_escalation(
             policy.mode.as_str()
         )));
     }
-    // Approval prompts are disabled: the seam answers `rejected` before any answerer runs.
-    if policy.approval == ApprovalPolicy::Never {
-        return Err(rejected(requested));
+    // Approval prompts are disabled: the approval service refuses before any answerer runs
+    // (and audits it, and knows which setting made the policy `never`). Without one, the
+    // policy still refuses here.
+    let never = policy.approval == ApprovalPolicy::Never;
+    let by_policy = |by| {
+        ShellError::plain(dsh_tools::refused_by_policy(
+            &format!("sandbox escalation to \"{m}\""),
+            by,
+        ))
+    };
+    let routed = route.and_then(|r| r.service.clone().zip(r.agent.clone()));
+    if never && routed.is_none() {
+        return Err(by_policy(dsh_tools::NeverBy::Config {
+            danger_full_access: false,
+        }));
     }
     let Some(service) = route.and_then(|r| r.service.clone()) else {
         return Err(ShellError::plain(format!(
@@ -70,6 +82,11 @@ pub async fn approve_escalation(
         signal: signal.clone(),
     };
     match service.request(request).await {
+        ApprovalOutcome::RefusedByPolicy(by) => Err(by_policy(by)),
+        // The sandbox policy says `never`: whatever an answerer said, nothing runs wider.
+        _ if never => Err(by_policy(dsh_tools::NeverBy::Config {
+            danger_full_access: false,
+        })),
         ApprovalOutcome::AllowedOnce => Ok(requested),
         ApprovalOutcome::Rejected => Err(rejected(requested)),
         ApprovalOutcome::Cancelled => Err(ShellError::plain(format!(

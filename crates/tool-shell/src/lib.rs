@@ -39,6 +39,7 @@ pub use capture::Capture;
 pub use capture::CaptureConfig;
 pub use capture::OutputTap;
 pub use context::BashConfig;
+pub use context::LOCK_DIR;
 pub use context::ShellContext;
 pub use error::ShellError;
 pub use escalation::ApprovalRoute;

@@ -155,9 +155,53 @@ pub struct ApprovalRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalOutcome {
     AllowedOnce,
+    /// A person said no.
     Rejected,
     Cancelled,
     Unavailable,
+    /// The approval policy is `never`: no one was asked (upstream logs it as `rejected`, and
+    /// so does the audit pair; the model is told the truth, and which setting refused).
+    RefusedByPolicy(NeverBy),
+}
+
+/// Which setting made a session's approval policy `never`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeverBy {
+    /// The configuration: `[plugins.approval] policy` (`-a never`), which defaults to `never`
+    /// under sandbox mode `danger-full-access`.
+    Config { danger_full_access: bool },
+    /// A permission mode a client chose for the session (ACP session mode, the TUI's
+    /// `/approval`).
+    Preset,
+    /// The session is a delegated agent: children never ask.
+    Delegation,
+}
+
+impl NeverBy {
+    /// The setting, as the model and the user read it.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Self::Config {
+                danger_full_access: false,
+            } => "set by `-a never` / `[plugins.approval] policy = \"never\"`",
+            Self::Config {
+                danger_full_access: true,
+            } => {
+                "set by `-a never` / `[plugins.approval] policy`, whose default under sandbox mode \"danger-full-access\" is \"never\""
+            }
+            Self::Preset => "set by the permission mode chosen for this session",
+            Self::Delegation => "a delegated agent never asks for approval",
+        }
+    }
+}
+
+/// The refusal the model reads when the approval policy `never` refused `subject` (`tool
+/// "bash"`, `sandbox escalation to "danger-full-access"`) without asking anyone.
+pub fn refused_by_policy(subject: &str, by: NeverBy) -> String {
+    format!(
+        "{subject} was refused by policy: it needs approval, and the approval policy is \"never\" ({}), so no one was asked",
+        by.setting()
+    )
 }
 
 /// How the model reaches tools in a scope.

@@ -274,6 +274,13 @@ impl ToolRegistry {
                 )),
                 false,
             ),
+            ApprovalOutcome::RefusedByPolicy(by) => (
+                PreDecision::deny(crate::hooks::refused_by_policy(
+                    &format!("tool \"{name}\""),
+                    by,
+                )),
+                false,
+            ),
         })
     }
 

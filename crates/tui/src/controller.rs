@@ -475,6 +475,7 @@ impl Controller {
                 // A paste closes what covers the input; it is never dropped.
                 self.state.overlay = None;
                 self.state.picker = None;
+                self.state.choices = None;
                 self.state.editor.paste(&text);
                 self.after_edit(false);
             }
@@ -492,6 +493,10 @@ impl Controller {
         }
         if self.state.picker.is_some() {
             self.picker_key(key);
+            return;
+        }
+        if self.state.choices.is_some() {
+            self.choice_key(key);
             return;
         }
         if self.state.overlay.is_some() {
@@ -829,7 +834,7 @@ impl Controller {
             let name = command.split_whitespace().next().unwrap_or_default();
             if !BUILTINS.iter().any(|(n, ..)| *n == name)
                 && !["?", "clear", "approvals", "exit", "q"].contains(&name)
-                && self.run_registry_command(trimmed)
+                && (self.open_choices(trimmed) || self.run_registry_command(trimmed))
             {
                 return;
             }
@@ -880,6 +885,62 @@ impl Controller {
         true
     }
 
+    /// A shared command named alone whose argument has choices opens their picker (`/rewind`:
+    /// the session's prompts); `false` when it has none to offer.
+    fn open_choices(&mut self, line: &str) -> bool {
+        let Some(parsed) = dsh_commands::parse_command(line) else {
+            return false;
+        };
+        if !parsed.argument().is_empty() {
+            return false;
+        }
+        let Some(registry) = dsh_commands::CommandRegistry::of(self.session.agent.scope()) else {
+            return false;
+        };
+        match registry.choices(&self.session.agent, parsed.name, "") {
+            Some(items) if !items.is_empty() => {
+                self.state.choices = Some(crate::state::ChoicePicker {
+                    command: parsed.name.to_owned(),
+                    items,
+                    selected: 0,
+                });
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn choice_key(&mut self, key: KeyEvent) {
+        let Some(picker) = &mut self.state.choices else {
+            return;
+        };
+        let count = picker.items.len();
+        match key.code {
+            KeyCode::Esc => self.state.choices = None,
+            KeyCode::Up => picker.selected = picker.selected.saturating_sub(1),
+            KeyCode::Down => picker.selected = (picker.selected + 1).min(count.saturating_sub(1)),
+            KeyCode::Enter => {
+                let command = picker.command.clone();
+                let chosen = picker.items.get(picker.selected).map(|c| c.value.clone());
+                self.state.choices = None;
+                let Some(value) = chosen else { return };
+                let next = dsh_commands::CommandRegistry::of(self.session.agent.scope())
+                    .and_then(|r| r.choices(&self.session.agent, &command, &value))
+                    .unwrap_or_default();
+                if next.is_empty() {
+                    self.run_registry_command(&format!("/{command} {value}"));
+                } else {
+                    self.state.choices = Some(crate::state::ChoicePicker {
+                        command,
+                        items: next,
+                        selected: 0,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn command_done(&mut self, line: &str, outcome: CommandOutcome) {
         self.dirty = true;
         self.state.hint = None;
@@ -890,6 +951,24 @@ impl Controller {
                         .filter(|t| !t.is_empty())
                         .unwrap_or_else(|| format!("{line}: done"));
                     self.info(text);
+                }
+                // The command made a session to continue in (`/rewind N conversation`):
+                // the view moves there, and says why.
+                dsh_commands::CommandResult::Switch { text, session } => {
+                    match self.sessions.load(&session) {
+                        Ok(agent) => {
+                            self.switch(agent);
+                            self.info(text.unwrap_or_else(|| format!("continuing in {session}")));
+                        }
+                        Err(error) => {
+                            if let Some(text) = text {
+                                self.info(text);
+                            }
+                            self.error(format!(
+                                "cannot open {session}: {error:#} (resume it with /resume {session})"
+                            ));
+                        }
+                    }
                 }
                 dsh_commands::CommandResult::Error { text } => self.error(text),
             },
@@ -961,6 +1040,7 @@ impl Controller {
         self.state.scroll = 0;
         self.state.overlay = None;
         self.state.picker = None;
+        self.state.choices = None;
         self.dirty = true;
         self.update_context();
     }

@@ -56,6 +56,17 @@ pub struct PickerItem {
     pub here: bool,
 }
 
+/// A picker of a shared command's argument, one step at a time (`/rewind`: the prompt, then
+/// files, conversation or both): arrows select, enter takes the choice and asks the command
+/// for the next step, or runs it once the argument is complete; esc closes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChoicePicker {
+    /// The command's name, without the slash.
+    pub command: String,
+    pub items: Vec<dsh_commands::CommandChoice>,
+    pub selected: usize,
+}
+
 /// The `/resume` picker: typing filters, arrows select, enter reopens.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Picker {
@@ -127,6 +138,8 @@ pub struct UiState {
     pub palette: Option<Palette>,
     /// The `/resume` picker.
     pub picker: Option<Picker>,
+    /// The picker of a shared command's argument (`/rewind` without one).
+    pub choices: Option<ChoicePicker>,
     pub overlay: Option<Overlay>,
     /// When the running turn started (epoch ms), for the elapsed time.
     pub busy_since_ms: Option<u64>,
@@ -162,6 +175,7 @@ impl UiState {
             completion: None,
             palette: None,
             picker: None,
+            choices: None,
             overlay: None,
             busy_since_ms: None,
             context: None,

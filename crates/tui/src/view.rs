@@ -81,6 +81,9 @@ pub fn render(state: &UiState, frame: &mut Frame<'_>) {
     }
     render_input(state, frame, input_area, input_lines);
     frame.render_widget(Paragraph::new(status_line(state, width)), status_area);
+    if let Some(choices) = &state.choices {
+        render_choices(frame, body, choices);
+    }
     if let Some(picker) = &state.picker {
         render_picker(frame, body, picker);
     } else if let Some(overlay) = &state.overlay {
@@ -819,6 +822,43 @@ fn render_picker(frame: &mut Frame<'_>, body: Rect, picker: &Picker) {
         .borders(Borders::ALL)
         .border_style(Style::default().fg(Color::Cyan))
         .title(" resume a session · ↑↓ enter · esc closes · • this folder ");
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn render_choices(frame: &mut Frame<'_>, body: Rect, picker: &crate::state::ChoicePicker) {
+    let width = body.width.saturating_sub(2).min(110);
+    let inner = width.saturating_sub(2) as usize;
+    let rows = (body.height.saturating_sub(2) as usize).max(1);
+    let start = picker.selected.saturating_sub(rows.saturating_sub(1));
+    let label_width = picker
+        .items
+        .iter()
+        .map(|item| item.label.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(inner.saturating_sub(4) * 2 / 3);
+    let mut lines = Vec::new();
+    for (i, item) in picker.items.iter().enumerate().skip(start).take(rows) {
+        let detail_width = inner.saturating_sub(label_width + 4);
+        let text = format!(
+            "  {:<label_width$}  {}",
+            truncate(&item.label, label_width),
+            truncate(&item.detail, detail_width),
+        );
+        let style = if i == picker.selected {
+            Style::default().fg(Color::Black).bg(Color::Cyan)
+        } else {
+            Style::default()
+        };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
+    let height = (lines.len() as u16 + 2).min(body.height);
+    let area = Rect::new(body.x + (body.width - width) / 2, body.y, width, height);
+    frame.render_widget(Clear, area);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(Style::default().fg(Color::Cyan))
+        .title(format!(" /{} · ↑↓ enter · esc closes ", picker.command));
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 

@@ -426,3 +426,101 @@ async fn at_paths_complete_as_the_context_spec_says_and_enter_on_a_complete_one_
     let sent = serde_json::to_string(&factory.adapter.requests()[0].messages).unwrap();
     assert!(!sent.contains("fn main()"), "{sent}");
 }
+
+/// `/rewind` alone opens a picker of the session's prompts, then files, conversation or both;
+/// `both` puts the files back to before that prompt and moves the view to a fork of the
+/// conversation there, the session itself kept as it was.
+#[tokio::test]
+async fn rewind_picks_a_prompt_then_the_parts_and_switches_to_the_fork() {
+    let dir = common::workspace("rewind-picker");
+    let factory = TestHost::with_plugins(&dir, &["checkpoints"]);
+    let file = |name: &str| factory.workspace.join(format!("{name}.txt"));
+    std::fs::write(file("zero"), "zero\n").unwrap();
+    for (n, text) in [(1, "one"), (2, "two")] {
+        let arguments =
+            serde_json::json!({"file_path": file(text), "content": format!("{text}\n")});
+        factory.adapter.push_chunks(tool_call_response(
+            &format!("call_{n}"),
+            "write",
+            &arguments.to_string(),
+            None,
+        ));
+        factory
+            .adapter
+            .push_chunks(text_response(&format!("wrote {text}")));
+    }
+    let mut ui = controller(&factory, Start::New);
+    send(&mut ui, "write one").await;
+    until(&mut ui, "the first answer", |c| {
+        idle(c) && screen(c, 100, 30).contains("wrote one")
+    })
+    .await;
+    send(&mut ui, "write two").await;
+    until(&mut ui, "the second answer", |c| {
+        idle(c) && screen(c, 100, 30).contains("wrote two")
+    })
+    .await;
+    assert!(
+        file("one").exists() && file("two").exists(),
+        "{}",
+        screen(&ui, 100, 30)
+    );
+    let original = ui.agent().id().to_owned();
+
+    type_text(&mut ui, "/rewind");
+    ui.on_key(key(KeyCode::Enter));
+    let prompts = ui.state.choices.clone().expect("the prompt picker");
+    let labels: Vec<&str> = prompts.items.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, vec!["1. write one", "2. write two"]);
+    let shown = screen(&ui, 100, 20);
+    assert!(
+        shown.contains("/rewind") && shown.contains("2. write two"),
+        "{shown}"
+    );
+    ui.on_key(key(KeyCode::Down));
+    ui.on_key(key(KeyCode::Enter));
+    let parts = ui.state.choices.clone().expect("the parts picker");
+    let labels: Vec<&str> = parts.items.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, vec!["files", "conversation", "both"]);
+    ui.on_key(key(KeyCode::Down));
+    ui.on_key(key(KeyCode::Down));
+    ui.on_key(key(KeyCode::Enter));
+    assert!(ui.state.choices.is_none());
+    until(&mut ui, "the switch to the fork", |c| {
+        c.agent().id() != original
+            && notices(c)
+                .iter()
+                .any(|n| n.contains("Rewound the conversation to before prompt 2"))
+    })
+    .await;
+    assert!(
+        file("one").exists() && !file("two").exists(),
+        "the files are back to before prompt 2"
+    );
+    let texts = user_texts(&ui);
+    assert!(texts.iter().any(|t| t == "write one"), "{texts:?}");
+    assert!(!texts.iter().any(|t| t == "write two"), "{texts:?}");
+    let notice = notices(&ui).join("\n");
+    assert!(
+        notice.contains("Rewound the files to before turn 2"),
+        "{notice}"
+    );
+    assert!(
+        notice.contains(&original),
+        "names the kept session: {notice}"
+    );
+    // The session itself still holds both prompts.
+    let kept = factory.sessions().store().load(&original).unwrap();
+    let prompts = kept
+        .events
+        .iter()
+        .filter(|e| e.kind == "turn/start")
+        .count();
+    assert_eq!(prompts, 2);
+    // Esc closes the picker without running anything.
+    type_text(&mut ui, "/rewind");
+    ui.on_key(key(KeyCode::Enter));
+    assert!(ui.state.choices.is_some());
+    ui.on_key(key(KeyCode::Esc));
+    assert!(ui.state.choices.is_none());
+}

@@ -96,3 +96,33 @@ async fn a_limit_below_its_floor_is_refused_with_the_setting_named() {
         "{stderr}"
     );
 }
+
+/// bubblewrap's `/dev` is a tmpfs of its own with no size (half the host's memory), writable
+/// to a command that runs as root, and its `/dev/shm` to everyone: a way around `tmp_size_mb`
+/// to the host's memory. `/dev` is read-only (its devices still work) and `/dev/shm` is bounded
+/// like `/tmp`. Bounded probe: 64 MiB each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_and_dev_shm_are_no_way_around_the_tmp_limit() {
+    const PROBE: &str = "for f in /dev/fill /dev/shm/fill; do head -c 64M /dev/zero > $f 2>/dev/null; \
+                         echo \"$f kept $(( $(stat -c %s $f 2>/dev/null || echo 0) / 1048576 )) MiB\"; rm -f $f; done; \
+                         echo ok > /dev/null && echo devices-work";
+    for user in User::all() {
+        for mode in ["read-only", "workspace-write"] {
+            let case = Case::new(user);
+            case.write_home("config.toml", CONFIG);
+            let (out, results) = exec(&case, mode, &[bash(PROBE)]).await;
+            assert_eq!(results.len(), 1, "{user:?} {mode}: {out:?}");
+            let text = &results[0];
+            assert!(
+                text.contains("/dev/fill kept 0 MiB"),
+                "{user:?} {mode}: {text}"
+            );
+            assert!(
+                text.contains("/dev/shm/fill kept 16 MiB")
+                    || text.contains("/dev/shm/fill kept 15 MiB"),
+                "{user:?} {mode}: /dev/shm must hold at most tmp_size_mb: {text}"
+            );
+            assert!(text.contains("devices-work"), "{user:?} {mode}: {text}");
+        }
+    }
+}

@@ -443,3 +443,76 @@ async fn written_files_follow_the_umask() {
         .mode();
     assert_eq!(mode & 0o777, 0o644);
 }
+
+/// The read-only mounts of missing protected folders need a folder to mount on: dsh makes them
+/// empty for the command and removes them after it, so a person finds no `.git` (which makes
+/// tools think the folder is a repository) or agent folders they never made. A folder the
+/// person made, even empty, stays; and while the command runs, the folders are there and
+/// read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confined_call_leaves_no_placeholder_behind() {
+    const MADE_BY_DSH: [&str; 5] = [".dsh", ".codex", ".agents", ".git", "lib/inner/.git"];
+    for user in User::all() {
+        let case = Case::new(user);
+        case.write_ws("README", "hello\n");
+        std::fs::create_dir(case.ws().join(".claude")).unwrap();
+        case.give(&case.ws());
+        // A gitlink in the index (a submodule not checked out) gets a `.git` placeholder too.
+        std::fs::create_dir_all(case.ws().join("lib/inner")).unwrap();
+        case.give(&case.ws());
+        git_ok(&case, &case.ws(), &["init", "-q", "."]);
+        git_ok(
+            &case,
+            &case.ws(),
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                "160000,1111111111111111111111111111111111111111,lib/inner",
+            ],
+        );
+        let probe = "for d in .dsh .claude .codex .agents lib/inner/.git; do \
+                     test -d $d && (touch $d/x 2>/dev/null && echo \"$d writable\" || echo \"$d read-only\"); done";
+        let (out, results) = exec(
+            &case,
+            "workspace-write",
+            &[bash(probe), bash("ls -A; echo listed")],
+        )
+        .await;
+        assert_eq!(results.len(), 2, "{user:?}: {out:?}");
+        for dir in [".dsh", ".claude", ".codex", ".agents", "lib/inner/.git"] {
+            assert!(
+                results[0].contains(&format!("{dir} read-only")),
+                "{user:?}: {dir} must be there and read-only during the call: {results:?}"
+            );
+        }
+        for dir in MADE_BY_DSH.iter().filter(|d| **d != ".git") {
+            assert!(
+                !case.ws().join(dir).exists(),
+                "{user:?}: {dir} was left in the workspace: {:?}",
+                std::fs::read_dir(case.ws())
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name())
+                    .collect::<Vec<_>>()
+            );
+        }
+        assert!(
+            case.ws().join(".claude").is_dir(),
+            "{user:?}: the person's own folder stays"
+        );
+        // Without any `.git`: the top-level placeholder goes as well.
+        std::fs::remove_dir_all(case.ws().join(".git")).unwrap();
+        let (out, results) = exec(
+            &case,
+            "workspace-write",
+            &[bash("test -d .git && echo has-git")],
+        )
+        .await;
+        assert!(results[0].contains("has-git"), "{user:?}: {out:?}");
+        assert!(
+            !case.ws().join(".git").exists(),
+            "{user:?}: an empty .git was left: git would take the folder for a repository"
+        );
+    }
+}

@@ -450,9 +450,12 @@ async fn item_26_ask_under_policy_never_is_an_audited_rejection_without_a_client
         ..Setup::new(Dialect::ClaudeCode, pre(json!([group(None, &[reasoned])])))
     });
     call_bash(&rig).await;
+    // Upstream's text here is "the user rejected tool", though no one was asked; dsh tells the
+    // model the truth (issue #29): the policy refused it, and which setting. The audit pair
+    // keeps upstream's `rejected`.
     assert_eq!(
         rig.result_text(0).0,
-        "Error: the user rejected tool \"bash\""
+        "Error: tool \"bash\" was refused by policy: it needs approval, and the approval policy is \"never\" (set by `-a never` / `[plugins.approval] policy = \"never\"`), so no one was asked"
     );
     assert_eq!(asked.load(Ordering::SeqCst), 0);
     assert_eq!(rig.body_runs.load(Ordering::SeqCst), 0);

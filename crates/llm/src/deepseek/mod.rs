@@ -99,6 +99,9 @@ impl Thinking {
 #[derive(Clone)]
 pub struct DeepSeekConfig {
     pub base_url: String,
+    /// Where `base_url` was set (`DEEPSEEK_BASE_URL`, `[model] base_url in FILE:LINE`), named
+    /// in the errors a wrong URL causes; `None`: the default.
+    pub base_url_source: Option<String>,
     pub api_key: Option<String>,
     /// The variable the key is read from, named in the missing-key message.
     pub api_key_env: String,
@@ -127,6 +130,7 @@ impl fmt::Debug for DeepSeekConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeepSeekConfig")
             .field("base_url", &self.base_url)
+            .field("base_url_source", &self.base_url_source)
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
             .field("api_key_env", &self.api_key_env)
             .field("idle_timeout", &self.idle_timeout)
@@ -152,6 +156,7 @@ impl Default for DeepSeekConfig {
     fn default() -> Self {
         Self {
             base_url: DEFAULT_BASE_URL.to_owned(),
+            base_url_source: None,
             api_key: None,
             api_key_env: DEFAULT_API_KEY_ENV.to_owned(),
             idle_timeout: Duration::from_millis(300_000),
@@ -184,6 +189,7 @@ impl DeepSeekConfig {
         let mut config = Self::default();
         if let Some(base) = lookup("DEEPSEEK_BASE_URL").filter(|v| !v.trim().is_empty()) {
             config.base_url = base.trim().to_owned();
+            config.base_url_source = Some("DEEPSEEK_BASE_URL".to_owned());
         }
         config.api_key = lookup(&config.api_key_env);
         config
@@ -221,7 +227,7 @@ impl DeepSeekAdapter {
                 });
             }
         }
-        crate::error::check_base_url(&config.base_url)?;
+        crate::error::check_base_url(&config.base_url, config.base_url_source.as_deref())?;
         let client = LazyClient::new(&config.base_url, config.connect_timeout);
         Ok(Self {
             config,
@@ -286,6 +292,7 @@ impl DeepSeekAdapter {
             client: self.client.for_request()?,
             url: format!("{}/chat/completions", self.config.base_url),
             base_url: self.config.base_url.clone(),
+            base_url_origin: crate::error::url_origin(self.config.base_url_source.as_deref()),
             headers: self.headers(&key, &request)?,
             body,
             idle_timeout: self.config.idle_timeout,

@@ -33,6 +33,8 @@ pub(crate) struct Attempt {
     pub(crate) client: reqwest::Client,
     pub(crate) url: String,
     pub(crate) base_url: String,
+    /// Where `base_url` was set (`set by DEEPSEEK_BASE_URL`), for the errors a wrong URL causes.
+    pub(crate) base_url_origin: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: WireBody,
     pub(crate) idle_timeout: Duration,
@@ -66,6 +68,9 @@ pub(crate) fn run(attempt: Attempt, cancel: CancellationToken) -> ChunkStream {
         translator: Translator::new(),
         queue: VecDeque::new(),
         done: false,
+        content_type: String::new(),
+        first_bytes: Vec::new(),
+        saw_data: false,
     };
     futures::stream::unfold(state, |mut state| async move {
         let chunk = state.next().await?;
@@ -84,7 +89,16 @@ struct State {
     translator: Translator,
     queue: VecDeque<StreamChunk>,
     done: bool,
+    /// What the response said it carries, and its first bytes: named when what came back was
+    /// not an event stream.
+    content_type: String,
+    first_bytes: Vec<u8>,
+    /// Whether any SSE data or comment arrived.
+    saw_data: bool,
 }
+
+/// How many leading bytes of a body that is not an event stream an error quotes.
+const QUOTED_BYTES: usize = 160;
 
 impl State {
     async fn next(&mut self) -> Option<StreamChunk> {
@@ -112,30 +126,45 @@ impl State {
         if !self.sent {
             self.sent = true;
             let response = self.send(deadline).await?;
+            self.content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("no content type")
+                .to_owned();
             self.body = Some(response.bytes_stream().boxed());
             deadline = Instant::now() + idle;
         }
         loop {
             while let Some(item) = self.parser.next_item() {
                 match item {
-                    SseItem::Comment => deadline = Instant::now() + idle,
-                    SseItem::Data(data) => match self.translator.on_data(&data) {
-                        Ok(Outcome::Chunks(chunks)) => self.queue.extend(chunks),
-                        Ok(Outcome::Done(chunks)) => {
-                            // Anything after [DONE] is ignored: stop reading.
-                            self.queue.extend(chunks);
-                            self.done = true;
-                            self.body = None;
-                            return Ok(());
+                    SseItem::Comment => {
+                        self.saw_data = true;
+                        deadline = Instant::now() + idle;
+                    }
+                    SseItem::Data(data) => {
+                        self.saw_data = true;
+                        match self.translator.on_data(&data) {
+                            Ok(Outcome::Chunks(chunks)) => self.queue.extend(chunks),
+                            Ok(Outcome::Done(chunks)) => {
+                                // Anything after [DONE] is ignored: stop reading.
+                                self.queue.extend(chunks);
+                                self.done = true;
+                                self.body = None;
+                                return Ok(());
+                            }
+                            Err(failure) => return Err(self.error(failure)),
                         }
-                        Err(failure) => return Err(self.error(failure)),
-                    },
+                    }
                 }
                 if !self.queue.is_empty() {
                     return Ok(());
                 }
             }
             let Some(body) = self.body.as_mut() else {
+                if !self.saw_data {
+                    return Err(self.error(self.not_an_event_stream()));
+                }
                 return Err(self.error(closed()));
             };
             tokio::select! {
@@ -143,7 +172,13 @@ impl State {
                 () = self.cancel.cancelled() => return Err(aborted()),
                 () = tokio::time::sleep_until(deadline) => return Err(self.error(timeout(idle))),
                 next = body.next() => match next {
-                    Some(Ok(bytes)) => self.parser.feed(&bytes),
+                    Some(Ok(bytes)) => {
+                        if self.first_bytes.len() < QUOTED_BYTES {
+                            let room = QUOTED_BYTES - self.first_bytes.len();
+                            self.first_bytes.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                        }
+                        self.parser.feed(&bytes);
+                    }
                     Some(Err(error)) => {
                         tracing::warn!(base_url = %self.attempt.base_url, %error, "DeepSeek stream read failed");
                         let message = format!("{} stream from {} failed", self.attempt.label, self.attempt.base_url);
@@ -210,8 +245,43 @@ impl State {
             () = tokio::time::sleep(self.attempt.idle_timeout) => String::new(),
             body = read_limited(response) => body,
         };
-        let failure = failure_from_http(status.as_u16(), &headers, &body, SystemTime::now());
+        let mut failure = failure_from_http(status.as_u16(), &headers, &body, SystemTime::now());
+        if status.as_u16() == 404 {
+            // Nothing there: almost always a wrong base URL (a missing `/v1`, another
+            // service's address).
+            failure.message = format!(
+                "{} (HTTP 404): nothing answers at {}; check the base URL `{}` ({})",
+                failure.message.trim_end_matches(" (HTTP 404)"),
+                self.attempt.url,
+                self.attempt.base_url,
+                self.attempt.base_url_origin
+            );
+        }
         Err(self.error(failure))
+    }
+
+    /// The body ended and none of it was an event stream: say what came back (its content type
+    /// and first bytes, escaped so nothing in them acts on a terminal) and where the URL was
+    /// set. Not retried: the same server gives the same answer.
+    fn not_an_event_stream(&self) -> LlmFailure {
+        let text = String::from_utf8_lossy(&self.first_bytes);
+        let quoted: String = text.chars().flat_map(char::escape_debug).collect();
+        let first = if self.first_bytes.is_empty() {
+            "an empty body".to_owned()
+        } else {
+            format!("\"{quoted}\"")
+        };
+        LlmFailure::new(
+            codes::MALFORMED_RESPONSE,
+            format!(
+                "{} at {} answered `{}`, not an event stream: {first}; check the base URL `{}` ({})",
+                self.attempt.label,
+                self.attempt.url,
+                self.content_type,
+                self.attempt.base_url,
+                self.attempt.base_url_origin
+            ),
+        )
     }
 
     /// An error finish with the key scrubbed from its text (a server may echo what it got).

@@ -167,10 +167,50 @@ fn a_malformed_base_url_fails_when_the_adapter_is_built() {
         assert_eq!(
             error.to_string(),
             format!(
-                "invalid model adapter configuration: base_url `{url}` is not a valid http(s) URL: {why}"
+                "invalid model adapter configuration: base_url `{url}` (the provider's default; set `[model] base_url` or DEEPSEEK_BASE_URL to change it) is not a valid http(s) URL: {why}"
             )
         );
+        // Where the URL was set is named.
+        let config = dsh_llm::DeepSeekConfig {
+            base_url: url.to_owned(),
+            base_url_source: Some("[model] base_url in /home/config.toml:2".to_owned()),
+            ..dsh_llm::DeepSeekConfig::default()
+        };
+        let error = dsh_llm::DeepSeekAdapter::new(config).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("(set by [model] base_url in /home/config.toml:2) is not a valid"),
+            "{error}"
+        );
     }
+}
+
+/// A 200 whose body is not an event stream says what came back (content type, first bytes
+/// escaped) and where the URL was set; it is not retried.
+#[tokio::test]
+async fn a_body_that_is_not_an_event_stream_is_named_and_not_retried() {
+    let server = Server::start(vec![Reply {
+        status: 200,
+        headers: vec![("content-type".into(), "text/html".into())],
+        steps: vec![Step::Send(b"<html>\n\x1b[31mhello</html>".to_vec())],
+    }])
+    .await;
+    let failure = error_failure(finish_of(
+        &collect(&adapter(&server.base_url), prompt("x")).await,
+    ));
+    assert_eq!(failure.code, "MALFORMED_RESPONSE", "{failure:?}");
+    assert!(
+        failure
+            .message
+            .contains("answered `text/html`, not an event stream")
+            && failure
+                .message
+                .contains(r#""<html>\n\u{1b}[31mhello</html>""#)
+            && !failure.message.contains('\u{1b}'),
+        "{failure:?}"
+    );
+    assert!(!dsh_llm::RetryPolicy::default().is_retryable(&failure));
 }
 
 #[tokio::test]

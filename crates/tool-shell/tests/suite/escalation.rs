@@ -296,7 +296,7 @@ async fn cancelled_and_unavailable_outcomes() {
 }
 
 #[tokio::test]
-async fn never_policy_rejects_without_asking() {
+async fn never_policy_refuses_by_policy_whatever_the_seam_answers() {
     let config = SandboxConfig::new(SandboxMode::ReadOnly);
     let config = SandboxConfig {
         approval: ApprovalPolicy::Never,
@@ -307,11 +307,14 @@ async fn never_policy_rejects_without_asking() {
         s.call("c1", escalate("echo x > x.txt", "workspace-write"))
             .await,
         (
-            "Error: the user rejected escalating this command to \"workspace-write\"".to_owned(),
+            "Error: sandbox escalation to \"workspace-write\" was refused by policy: it needs approval, and the approval policy is \"never\" (set by `-a never` / `[plugins.approval] policy = \"never\"`), so no one was asked".to_owned(),
             true
         )
     );
-    assert!(s.asked().is_empty());
+    // The request goes to the approval seam (which audits it and, being the user-approval
+    // service in a real session, asks no one); an answerer that ignores the policy and
+    // allows it changes nothing.
+    assert_eq!(s.asked().len(), 1);
     assert!(!s.ws.path().join("x.txt").exists());
     // A denial under `never` carries no escalation hint.
     let (text, _) = s

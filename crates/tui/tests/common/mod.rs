@@ -119,6 +119,16 @@ impl TestHost {
 
     /// Sessions on the configured model `model`.
     pub fn with_model(dir: &Path, model: &str) -> Arc<Self> {
+        Self::build(dir, model, &[])
+    }
+
+    /// With the named plugins of the binary's table mounted (`checkpoints`).
+    #[allow(dead_code, reason = "not every test binary mounts plugins")]
+    pub fn with_plugins(dir: &Path, plugins: &[&str]) -> Arc<Self> {
+        Self::build(dir, "scripted-model", plugins)
+    }
+
+    fn build(dir: &Path, model: &str, plugins: &[&str]) -> Arc<Self> {
         let workspace = dir.join("project");
         let mut config = Config::empty(dir.join("home"), workspace.clone());
         let serde_json::Value::Object(table) = serde_json::json!({"model": {
@@ -132,7 +142,12 @@ impl TestHost {
         let mut options = HostOptions::new(config);
         options.store = Some(Arc::new(ClockedStore(JsonlStore::new(dir.join("home")))));
         options.adapter = Some(adapter.clone());
-        options.plugins = Some(Vec::new());
+        options.plugins = Some(
+            dsh_host::builtin_plugins()
+                .into_iter()
+                .filter(|spec| plugins.contains(&spec.name))
+                .collect(),
+        );
         let host = Host::build(options).unwrap();
         let root = host.extension_scope("test").unwrap();
         let sessions = host.sessions();
