@@ -9,6 +9,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::ReadTextFileRequest;
 use agent_client_protocol::v1::schema::WriteTextFileRequest;
 use dsh_kernel::BoxFuture;
+use dsh_tools::ClientRequestError;
 use dsh_tools::EditorFiles;
 
 /// What `clientCapabilities.fs` offered at `initialize`.
@@ -39,7 +40,7 @@ impl EditorFiles for ClientFiles {
         self.capabilities.write
     }
 
-    fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, String>> {
+    fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, ClientRequestError>> {
         let sent = self
             .connection
             .send_request(ReadTextFileRequest::new(self.session_id.clone(), path));
@@ -47,11 +48,15 @@ impl EditorFiles for ClientFiles {
             sent.block_task()
                 .await
                 .map(|response| response.content)
-                .map_err(|error| error.to_string())
+                .map_err(|error| ClientRequestError::Refused(error.to_string()))
         })
     }
 
-    fn write_text(&self, path: PathBuf, content: String) -> BoxFuture<'static, Result<(), String>> {
+    fn write_text(
+        &self,
+        path: PathBuf,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), ClientRequestError>> {
         let sent = self.connection.send_request(WriteTextFileRequest::new(
             self.session_id.clone(),
             path,
@@ -61,7 +66,7 @@ impl EditorFiles for ClientFiles {
             sent.block_task()
                 .await
                 .map(drop)
-                .map_err(|error| error.to_string())
+                .map_err(|error| ClientRequestError::Refused(error.to_string()))
         })
     }
 }

@@ -18,6 +18,7 @@ use agent_client_protocol::v1::schema::TerminalExitStatus;
 use agent_client_protocol::v1::schema::TerminalOutputRequest;
 use agent_client_protocol::v1::schema::WaitForTerminalExitRequest;
 use dsh_kernel::BoxFuture;
+use dsh_tools::ClientRequestError;
 use dsh_tools::ClientTerminals;
 use dsh_tools::TerminalCommand;
 use dsh_tools::TerminalOutcome;
@@ -34,7 +35,10 @@ pub(crate) struct ClientTerminalRunner {
 }
 
 impl ClientTerminals for ClientTerminalRunner {
-    fn run(&self, command: TerminalCommand) -> BoxFuture<'static, Result<TerminalOutcome, String>> {
+    fn run(
+        &self,
+        command: TerminalCommand,
+    ) -> BoxFuture<'static, Result<TerminalOutcome, ClientRequestError>> {
         let session = self.session_id.clone();
         let connection = self.connection.clone();
         let cards = self.cards.clone();
@@ -47,7 +51,7 @@ impl ClientTerminals for ClientTerminalRunner {
                 .send_request(create)
                 .block_task()
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| ClientRequestError::Refused(e.to_string()))?;
             let id = created.terminal_id;
             cards.show_terminal(&command.call_id, &id.0);
             let wait = || {
@@ -90,7 +94,7 @@ impl ClientTerminals for ClientTerminalRunner {
             if let Err(error) = released {
                 tracing::debug!(%error, "terminal/release failed");
             }
-            let output = output.map_err(|e| e.to_string())?;
+            let output = output.map_err(|e| ClientRequestError::Refused(e.to_string()))?;
             let status: Option<TerminalExitStatus> = exit.or(output.exit_status);
             Ok(TerminalOutcome {
                 output: output.output,

@@ -36,9 +36,9 @@ pub struct ShellOutput {
     pub stdout: String,
 }
 
-/// Runs a harness-owned script (never model-written).
+/// Runs a harness-owned script (never model-written). `Err` is a shell that could not run.
 pub trait ShellExecutor: Send + Sync {
-    fn run(&self, script: String) -> BoxFuture<'static, Result<ShellOutput, String>>;
+    fn run(&self, script: String) -> BoxFuture<'static, Result<ShellOutput, std::io::Error>>;
 }
 
 /// `sh -c` on this machine, with optional extra environment (tests point `PATH` elsewhere).
@@ -48,7 +48,7 @@ pub struct LocalShell {
 }
 
 impl ShellExecutor for LocalShell {
-    fn run(&self, script: String) -> BoxFuture<'static, Result<ShellOutput, String>> {
+    fn run(&self, script: String) -> BoxFuture<'static, Result<ShellOutput, std::io::Error>> {
         let env = self.env.clone();
         Box::pin(async move {
             // The filtered environment every dsh child gets: no provider key.
@@ -60,7 +60,7 @@ impl ShellExecutor for LocalShell {
                 .stdin(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .kill_on_drop(true);
-            let output = command.output().await.map_err(|e| e.to_string())?;
+            let output = command.output().await?;
             Ok(ShellOutput {
                 exit_code: output.status.code(),
                 stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

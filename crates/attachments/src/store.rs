@@ -14,7 +14,9 @@ use std::sync::atomic::Ordering;
 
 use dsh_llm::AttachmentResolver;
 use dsh_llm::ImageData;
+use dsh_llm::ImageLoadError;
 use dsh_tools::AttachmentStore;
+use dsh_tools::AttachmentStoreError;
 use dsh_tools::ImageAttachment;
 use dsh_tools::sniff_image;
 use serde_json::Value;
@@ -279,16 +281,22 @@ impl LocalAttachmentStore {
 }
 
 impl AttachmentStore for LocalAttachmentStore {
-    fn save_image(&self, attachment: &ImageAttachment, bytes: &[u8]) -> Result<(), String> {
-        self.save(attachment, bytes).map_err(|e| e.to_string())
+    fn save_image(
+        &self,
+        attachment: &ImageAttachment,
+        bytes: &[u8],
+    ) -> Result<(), AttachmentStoreError> {
+        self.save(attachment, bytes)
+            .map_err(|e| AttachmentStoreError::Refused(e.to_string()))
     }
 }
 
 impl AttachmentResolver for LocalAttachmentStore {
-    fn load(&self, attachment: &Value) -> Result<ImageData, String> {
-        let record: ImageAttachment = serde_json::from_value(attachment.clone())
-            .map_err(|e| format!("invalid image attachment record: {e}"))?;
-        let bytes = LocalAttachmentStore::load(self, &record).map_err(|e| e.to_string())?;
+    fn load(&self, attachment: &Value) -> Result<ImageData, ImageLoadError> {
+        let record: ImageAttachment =
+            serde_json::from_value(attachment.clone()).map_err(ImageLoadError::InvalidRecord)?;
+        let bytes = LocalAttachmentStore::load(self, &record)
+            .map_err(|e| ImageLoadError::Unavailable(e.to_string()))?;
         Ok(ImageData {
             media_type: record.media_type,
             bytes,

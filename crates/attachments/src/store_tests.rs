@@ -110,10 +110,13 @@ fn loading_detects_missing_corrupt_and_malformed_ids() {
         ));
     }
     let resolver: &dyn AttachmentResolver = &store;
+    let refused = resolver
+        .load(&serde_json::json!({"attachmentId": 3}))
+        .unwrap_err();
+    assert!(matches!(refused, dsh_llm::ImageLoadError::InvalidRecord(_)));
     assert!(
-        resolver
-            .load(&serde_json::json!({"attachmentId": 3}))
-            .unwrap_err()
+        refused
+            .to_string()
             .starts_with("invalid image attachment record")
     );
 }
@@ -157,6 +160,7 @@ fn limits_and_mismatched_records_are_rejections_and_a_batch_is_all_or_nothing() 
         tool_store
             .save_image(&png, &small)
             .unwrap_err()
+            .to_string()
             .starts_with("attachment id"),
         true
     );

@@ -74,6 +74,8 @@ pub enum Rewind {
 pub const REWIND_USAGE: &str = "Usage: /rewind N [files|conversation|both] — back to before prompt N of this session: its files (the default), its conversation (a fork at that prompt; nothing is deleted), or both (/rewind alone lists the prompts).";
 
 /// Parses `/rewind`'s argument.
+// String: arrived from main with the conversation rewind during this round; typing it (and
+// the ops below) is the follow-up.
 pub fn parse_rewind(argument: &str) -> Result<Rewind, String> {
     let mut words = argument.split_whitespace();
     let Some(first) = words.next() else {
@@ -129,6 +131,7 @@ pub struct Undo {
     pub sessions: Option<Arc<dyn SessionStore>>,
 }
 
+// String: the command-handler seam's error (see dsh_commands::CommandHandler).
 type Op = fn(&Undo, &SessionLog, &std::path::Path, &str) -> Result<CommandResult, String>;
 
 async fn run_op(

@@ -36,6 +36,7 @@ pub struct Checkpoints {
     home: PathBuf,
     limits: Limits,
     budget: u64,
+    // String: a refusal is remembered as its text (CheckpointError holds io::Error, not Clone).
     stores: Mutex<HashMap<PathBuf, Result<Store, String>>>,
     folds: Mutex<HashMap<String, Timeline>>,
 }

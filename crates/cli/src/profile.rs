@@ -65,7 +65,7 @@ fn sdk() -> anyhow::Result<ExitCode> {
                 }
                 crate::host::start(&request.cwd, overrides)
                     .await
-                    .map_err(|error| format!("{error:#}"))
+                    .map_err(|error| dsh_sdk_server::LaunchError(format!("{error:#}")))
             })
         });
         let note: dsh_sdk_server::Note = Arc::new(|line: &str| note!("{line}"));

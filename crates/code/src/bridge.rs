@@ -16,15 +16,16 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::ARGS_LOSSY;
 use crate::scheduler::Driver;
 use crate::scheduler::SubReply;
 use crate::scheduler::Submission;
 use crate::seam::ABORT_REASON;
+use crate::seam::BindingError;
 use crate::seam::BindingFn;
 use crate::seam::CodeBindingNamespace;
 use crate::seam::CodeRunRequest;
 use crate::seam::ErrorClass;
+use crate::seam::RunOverFate;
 use crate::transport::CodeMode;
 use crate::transport::CodeModeError;
 
@@ -167,12 +168,14 @@ fn binding(
     Arc::new(move |args: Value| {
         let name = name.clone();
         if let Some(reason) = over.reason() {
-            return Box::pin(std::future::ready(Err(format!(
-                "run_code run is over ({reason}); {name} not dispatched"
-            ))));
+            return Box::pin(std::future::ready(Err(BindingError::RunOver {
+                reason,
+                name,
+                fate: RunOverFate::NotDispatched,
+            })));
         }
         if !dsh_schema::is_lossless(&args) {
-            return Box::pin(std::future::ready(Err(ARGS_LOSSY.to_owned())));
+            return Box::pin(std::future::ready(Err(BindingError::ToolArgumentsLossy)));
         }
         let logged = dsh_schema::clone_deep(&args);
         let n = counter.fetch_add(1, Ordering::AcqRel) + 1;
@@ -188,24 +191,30 @@ fn binding(
         Box::pin(async move {
             if sent.is_err() {
                 let reason = over.reason().unwrap_or_else(|| SETTLED.to_owned());
-                return Err(format!(
-                    "run_code run is over ({reason}); {name} not dispatched"
-                ));
+                return Err(BindingError::RunOver {
+                    reason,
+                    name,
+                    fate: RunOverFate::NotDispatched,
+                });
             }
             let outcome = match answer.await {
                 Ok(SubReply::Settled(outcome)) => outcome,
-                Ok(SubReply::Abandoned(message)) => return Err(message),
+                Ok(SubReply::Abandoned(error)) => return Err(error),
                 Err(_) => {
                     let reason = over.reason().unwrap_or_else(|| SETTLED.to_owned());
-                    return Err(format!(
-                        "run_code run is over ({reason}); {name} tool call abandoned"
-                    ));
+                    return Err(BindingError::RunOver {
+                        reason,
+                        name,
+                        fate: RunOverFate::Abandoned,
+                    });
                 }
             };
             if let Some(reason) = over.reason() {
-                return Err(format!(
-                    "run_code run is over ({reason}); {name} result discarded"
-                ));
+                return Err(BindingError::RunOver {
+                    reason,
+                    name,
+                    fate: RunOverFate::Discarded,
+                });
             }
             outcome
         })

@@ -11,9 +11,9 @@ use serde_json::Value;
 /// Largest integer a double represents exactly (`Number.MAX_SAFE_INTEGER + 1`).
 const EXACT: f64 = 9_007_199_254_740_992.0;
 
-fn number(f: f64) -> Result<Value, String> {
+fn number(f: f64) -> Result<Value, NotJson> {
     if !f.is_finite() || (f == 0.0 && f.is_sign_negative()) {
-        return Err("non-finite or negative-zero number".to_owned());
+        return Err(NotJson::NonFiniteOrNegativeZero);
     }
     if f.fract() == 0.0 && f.abs() <= EXACT {
         // Integral doubles are JSON integers (`1`, not `1.0`).
@@ -22,7 +22,24 @@ fn number(f: f64) -> Result<Value, String> {
     }
     Number::from_f64(f)
         .map(Value::Number)
-        .ok_or_else(|| "non-finite number".to_owned())
+        .ok_or(NotJson::NonFinite)
+}
+
+/// Why a JavaScript value has no lossless JSON form.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotJson {
+    #[error("non-finite or negative-zero number")]
+    NonFiniteOrNegativeZero,
+    #[error("non-finite number")]
+    NonFinite,
+    #[error("a {0} is not JSON")]
+    Type(&'static str),
+    #[error("not an object")]
+    NotAnObject,
+    #[error("empty conversion stack")]
+    EmptyStack,
+    #[error(transparent)]
+    Engine(rquickjs::Error),
 }
 
 enum Frame<'js> {
@@ -43,7 +60,7 @@ enum Frame<'js> {
 }
 
 /// A primitive as JSON, `Ok(None)` for a container, `Err` for anything not JSON.
-fn primitive(value: &rquickjs::Value<'_>) -> Result<Option<Value>, String> {
+fn primitive(value: &rquickjs::Value<'_>) -> Result<Option<Value>, NotJson> {
     if value.is_null() {
         return Ok(Some(Value::Null));
     }
@@ -60,15 +77,15 @@ fn primitive(value: &rquickjs::Value<'_>) -> Result<Option<Value>, String> {
         return s
             .to_string()
             .map(|s| Some(Value::String(s)))
-            .map_err(|e| e.to_string());
+            .map_err(NotJson::Engine);
     }
     if value.is_array() || value.is_object() && !value.is_function() {
         return Ok(None);
     }
-    Err(format!("a {} is not JSON", value.type_name()))
+    Err(NotJson::Type(value.type_name()))
 }
 
-fn open<'js>(value: rquickjs::Value<'js>, key: Option<String>) -> Result<Frame<'js>, String> {
+fn open<'js>(value: rquickjs::Value<'js>, key: Option<String>) -> Result<Frame<'js>, NotJson> {
     if let Some(array) = value.clone().into_array() {
         let len = array.len();
         return Ok(Frame::Array {
@@ -79,13 +96,11 @@ fn open<'js>(value: rquickjs::Value<'js>, key: Option<String>) -> Result<Frame<'
             key,
         });
     }
-    let object = value
-        .into_object()
-        .ok_or_else(|| "not an object".to_owned())?;
+    let object = value.into_object().ok_or(NotJson::NotAnObject)?;
     let keys = object
         .keys::<String>()
         .collect::<rquickjs::Result<Vec<String>>>()
-        .map_err(|e| e.to_string())?;
+        .map_err(NotJson::Engine)?;
     Ok(Frame::Object {
         src: object,
         keys,
@@ -96,22 +111,21 @@ fn open<'js>(value: rquickjs::Value<'js>, key: Option<String>) -> Result<Frame<'
 }
 
 /// Converts a (snapshotted) JavaScript value to JSON.
-pub(crate) fn js_to_json(value: rquickjs::Value<'_>) -> Result<Value, String> {
+pub(crate) fn js_to_json(value: rquickjs::Value<'_>) -> Result<Value, NotJson> {
     if let Some(simple) = primitive(&value)? {
         return Ok(simple);
     }
     let mut stack = vec![open(value, None)?];
     loop {
         let Some(top) = stack.last_mut() else {
-            return Err("empty conversion stack".to_owned());
+            return Err(NotJson::EmptyStack);
         };
         let child = match top {
             Frame::Array { src, len, next, .. } if *next < *len => {
                 let index = *next;
                 *next += 1;
                 Some((
-                    src.get::<rquickjs::Value>(index)
-                        .map_err(|e| e.to_string())?,
+                    src.get::<rquickjs::Value>(index).map_err(NotJson::Engine)?,
                     None,
                 ))
             }
@@ -122,7 +136,7 @@ pub(crate) fn js_to_json(value: rquickjs::Value<'_>) -> Result<Value, String> {
                 *next += 1;
                 let child = src
                     .get::<_, rquickjs::Value>(key.as_str())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(NotJson::Engine)?;
                 Some((child, Some(key)))
             }
             _ => None,
@@ -137,7 +151,7 @@ pub(crate) fn js_to_json(value: rquickjs::Value<'_>) -> Result<Value, String> {
         let (done, key) = match stack.pop() {
             Some(Frame::Array { out, key, .. }) => (Value::Array(out), key),
             Some(Frame::Object { out, key, .. }) => (Value::Object(out), key),
-            None => return Err("empty conversion stack".to_owned()),
+            None => return Err(NotJson::EmptyStack),
         };
         match stack.last_mut() {
             None => return Ok(done),

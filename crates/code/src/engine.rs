@@ -29,6 +29,7 @@ use tokio::sync::oneshot;
 
 use crate::convert::js_to_json;
 use crate::convert::json_to_js;
+use crate::seam::BindingError;
 use crate::seam::CodeErrorKind;
 use crate::seam::CodeRunError;
 
@@ -48,7 +49,7 @@ pub(crate) struct HostCall {
     pub namespace: usize,
     pub name: String,
     pub args: Value,
-    pub reply: oneshot::Sender<Result<Value, String>>,
+    pub reply: oneshot::Sender<Result<Value, BindingError>>,
 }
 
 /// What the engine needs to know about one namespace.
@@ -269,7 +270,7 @@ fn worker_error(message: impl std::fmt::Display) -> EngineEnd {
 fn run_engine(job: EngineJob) -> EngineEnd {
     let stripped = match crate::strip::strip_program(&job.program, &job.params) {
         Ok(stripped) => stripped,
-        Err(message) => return exception(message),
+        Err(error) => return exception(error.to_string()),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -396,7 +397,7 @@ async fn run_program<'js>(ctx: Ctx<'js>, job: EngineJob, script: String) -> Engi
         Async(
             move |ctx: Ctx<'js>, namespace: usize, name: String, args: rquickjs::Value<'js>| {
                 let sent = js_to_json(args)
-                    .map_err(|_| "binding arguments must be lossless JSON".to_owned())
+                    .map_err(|_| BindingError::ArgumentsNotJson)
                     .and_then(|args| {
                         let (reply, answer) = oneshot::channel();
                         calls
@@ -407,14 +408,12 @@ async fn run_program<'js>(ctx: Ctx<'js>, job: EngineJob, script: String) -> Engi
                                 reply,
                             })
                             .map(|()| answer)
-                            .map_err(|_| format!("run_code run is over; {name} not dispatched"))
+                            .map_err(|_| BindingError::EngineOver { name: name.clone() })
                     });
                 async move {
                     let outcome = match sent {
-                        Err(message) => Err(message),
-                        Ok(answer) => answer
-                            .await
-                            .unwrap_or_else(|_| Err("binding reply dropped".to_owned())),
+                        Err(error) => Err(error),
+                        Ok(answer) => answer.await.unwrap_or(Err(BindingError::ReplyDropped)),
                     };
                     let reply = Object::new(ctx.clone())?;
                     match outcome {
@@ -423,9 +422,9 @@ async fn run_program<'js>(ctx: Ctx<'js>, job: EngineJob, script: String) -> Engi
                             reply.set("value", json_to_js(&ctx, &value)?)?;
                             dsh_schema::drop_deep(value);
                         }
-                        Err(message) => {
+                        Err(error) => {
                             reply.set("ok", false)?;
-                            reply.set("message", message)?;
+                            reply.set("message", error.to_string())?;
                         }
                     }
                     Ok::<_, rquickjs::Error>(reply)

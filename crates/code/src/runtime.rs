@@ -19,6 +19,7 @@ use crate::engine::HostCall;
 use crate::engine::NamespaceSpec;
 use crate::engine::RunState;
 use crate::seam::ABORT_REASON;
+use crate::seam::BindingError;
 use crate::seam::CodeErrorKind;
 use crate::seam::CodeRunRequest;
 use crate::seam::CodeRunResult;
@@ -147,8 +148,8 @@ impl CodeRuntime for QuickJsRuntime {
 type Pending = BoxFuture<
     'static,
     (
-        tokio::sync::oneshot::Sender<Result<Value, String>>,
-        Result<Value, String>,
+        tokio::sync::oneshot::Sender<Result<Value, BindingError>>,
+        Result<Value, BindingError>,
     ),
 >;
 
@@ -220,10 +221,10 @@ async fn run(
                 match binding {
                     None => {
                         let global = request.bindings.get(call.namespace).map_or("", |n| n.global.as_str());
-                        let _ = call.reply.send(Err(format!("unknown binding \"{global}.{}\"", call.name)));
+                        let _ = call.reply.send(Err(BindingError::Unknown { global: global.to_owned(), name: call.name }));
                     }
                     Some(_) if !dsh_schema::is_lossless(&call.args) => {
-                        let _ = call.reply.send(Err("binding arguments must be lossless JSON".to_owned()));
+                        let _ = call.reply.send(Err(BindingError::ArgumentsNotJson));
                     }
                     Some((_, function)) => {
                         let answer = function(call.args);
@@ -235,7 +236,7 @@ async fn run(
             Some((reply, outcome)) = pending.next(), if !pending.is_empty() => {
                 let outcome = match outcome {
                     Ok(value) if !dsh_schema::is_lossless(&value) => {
-                        Err("binding resolution must be lossless JSON".to_owned())
+                        Err(BindingError::ResolutionNotJson)
                     }
                     other => other,
                 };

@@ -32,6 +32,8 @@ use crate::bridge::SETTLED;
 use crate::log::CodeDispatchEvent;
 use crate::log::DispatchLog;
 use crate::log::DispatchLogInput;
+use crate::seam::BindingError;
+use crate::seam::RunOverFate;
 use crate::transport::CodeMode;
 
 /// The plugin name image-forwarding contexts carry.
@@ -40,9 +42,9 @@ pub const IMAGE_CONTEXT_PLUGIN: &str = "tools-code-mode";
 /// How the scheduler answers a binding.
 pub(crate) enum SubReply {
     /// The sub-call settled: its canonical value or its failure message.
-    Settled(Result<Value, String>),
-    /// The call was still queued when the run settled (the exact rejection message).
-    Abandoned(String),
+    Settled(Result<Value, BindingError>),
+    /// The call was still queued when the run settled (the exact rejection).
+    Abandoned(BindingError),
 }
 
 /// One accepted binding call, in submission order.
@@ -319,8 +321,8 @@ impl Driver {
         }
         let outcome = match (&result.value, &result.error) {
             (Some(value), _) if !result.is_error => Ok(dsh_schema::clone_deep(value)),
-            (_, Some(error)) => Err(error.message.clone()),
-            _ => Err(dsh_protocol::text_of(&result.content)),
+            (_, Some(error)) => Err(BindingError::Failed(error.message.clone())),
+            _ => Err(BindingError::Failed(dsh_protocol::text_of(&result.content))),
         };
         if let Some(reply) = entry.reply.take() {
             // The program may have stopped listening; the event is still logged.
@@ -399,9 +401,11 @@ fn reject_abandoned(submission: Submission, reason: &str) {
         reply,
         ..
     } = submission;
-    let _ = reply.send(SubReply::Abandoned(format!(
-        "run_code run is over ({reason}); {name} tool call abandoned"
-    )));
+    let _ = reply.send(SubReply::Abandoned(BindingError::RunOver {
+        reason: reason.to_owned(),
+        name,
+        fate: RunOverFate::Abandoned,
+    }));
     dsh_schema::drop_deep(args);
     dsh_schema::drop_deep(logged);
 }

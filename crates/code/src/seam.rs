@@ -10,7 +10,65 @@ use tokio_util::sync::CancellationToken;
 
 /// One host function a program can await. Resolves with a lossless JSON value or rejects
 /// with a message (surfaced in the program as the namespace's error class).
-pub type BindingFn = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+pub type BindingFn =
+    Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, BindingError>> + Send + Sync>;
+
+/// Why a binding call rejected. `Display` is the message of the error the program catches
+/// (`new <ErrorClass>(message)`), so each text is model-facing and fixed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// The call ran and failed: the tool's (or the host function's) own failure text.
+    #[error("{0}")]
+    Failed(String),
+    /// The program passed arguments with no lossless JSON form.
+    #[error("binding arguments must be lossless JSON")]
+    ArgumentsNotJson,
+    /// A tool binding refused lossy arguments before dispatching.
+    #[error("{}", crate::ARGS_LOSSY)]
+    ToolArgumentsLossy,
+    /// The host function resolved with a value that has no lossless JSON form.
+    #[error("binding resolution must be lossless JSON")]
+    ResolutionNotJson,
+    #[error("unknown binding \"{global}.{name}\"")]
+    Unknown { global: String, name: String },
+    /// The engine's run ended before the call reached the host.
+    #[error("run_code run is over; {name} not dispatched")]
+    EngineOver { name: String },
+    /// The run ended (`reason`) before the call was dispatched, answered or used.
+    #[error("run_code run is over ({reason}); {name} {fate}")]
+    RunOver {
+        reason: String,
+        name: String,
+        fate: RunOverFate,
+    },
+    #[error("binding reply dropped")]
+    ReplyDropped,
+}
+
+impl From<String> for BindingError {
+    fn from(message: String) -> Self {
+        Self::Failed(message)
+    }
+}
+
+/// What became of a call when its run ended under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOverFate {
+    NotDispatched,
+    Abandoned,
+    Discarded,
+}
+
+impl std::fmt::Display for RunOverFate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotDispatched => "not dispatched",
+            Self::Abandoned => "tool call abandoned",
+            Self::Discarded => "result discarded",
+        })
+    }
+}
 
 /// The error class a failed binding surfaces as: `new <name>(message)` with
 /// `<member_name_property> = <binding name>`.

@@ -98,16 +98,34 @@ fn number_after_colon(text: &str) -> (Option<u32>, usize) {
 }
 
 /// Why an `import` cannot work in a program (model-facing).
-const IMPORT_REFUSED: &str = "SyntaxError: `import` is not available in Code Mode: the program is the body of one async function with no module loader. Call tools through the `tools` object (for example `await tools.read({...})`) instead of importing modules";
+pub(crate) const IMPORT_REFUSED: &str = "SyntaxError: `import` is not available in Code Mode: the program is the body of one async function with no module loader. Call tools through the `tools` object (for example `await tools.read({...})`) instead of importing modules";
 
 /// Wraps `program` as `async function __dsh_main__(<params>) { … }`, strips its types and
 /// lowers TypeScript-only runtime syntax (`enum`, constructor parameter properties), and
 /// returns plain JavaScript that evaluates (as a strict script) to that function.
 /// `Err` carries the model-facing reason (`kind: exception`).
-pub(crate) fn strip_program(program: &str, params: &[String]) -> Result<Stripped, String> {
+pub(crate) fn strip_program(program: &str, params: &[String]) -> Result<Stripped, StripError> {
     // The transformer asserts on inputs it does not expect; a program must never crash the host.
     std::panic::catch_unwind(|| strip(program, params))
-        .unwrap_or_else(|_| Err("SyntaxError: the program could not be type-stripped".to_owned()))
+        .unwrap_or(Err(StripError::TransformerPanicked))
+}
+
+/// Why a program was refused before it ran (the model sees it as a `SyntaxError` exception).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StripError {
+    #[error("SyntaxError: the program could not be type-stripped")]
+    TransformerPanicked,
+    #[error("SyntaxError: the program nests deeper than {MAX_NESTING} levels")]
+    TooDeep,
+    #[error("{IMPORT_REFUSED}")]
+    Import,
+    /// The parser's, checker's or transformer's own diagnostic.
+    #[error("SyntaxError: {0}")]
+    Syntax(String),
+    #[error("SyntaxError: the program must be the body of one function")]
+    NotOneFunction,
+    #[error("SyntaxError: TypeScript {0}")]
+    Unsupported(&'static str),
 }
 
 /// The parser and transformer recurse; a deeper program is refused before it can exhaust
@@ -147,11 +165,9 @@ fn has_static_import(program: &str) -> bool {
         .any(|statement| matches!(statement, oxc_ast::ast::Statement::ImportDeclaration(_)))
 }
 
-fn strip(program: &str, params: &[String]) -> Result<Stripped, String> {
+fn strip(program: &str, params: &[String]) -> Result<Stripped, StripError> {
     if nesting(program) > MAX_NESTING {
-        return Err(format!(
-            "SyntaxError: the program nests deeper than {MAX_NESTING} levels"
-        ));
+        return Err(StripError::TooDeep);
     }
     let source = format!(
         "async function {PROGRAM_FN}({}) {{\n{program}\n}}",
@@ -160,7 +176,7 @@ fn strip(program: &str, params: &[String]) -> Result<Stripped, String> {
     let allocator = Allocator::default();
     let parsed = Parser::new(&allocator, &source, SourceType::ts()).parse();
     if (parsed.panicked || !parsed.diagnostics.is_empty()) && has_static_import(program) {
-        return Err(IMPORT_REFUSED.to_owned());
+        return Err(StripError::Import);
     }
     if parsed.panicked || !parsed.diagnostics.is_empty() {
         let reasons: Vec<String> = parsed
@@ -173,12 +189,12 @@ fn strip(program: &str, params: &[String]) -> Result<Stripped, String> {
         } else {
             reasons.join("; ")
         };
-        return Err(format!("SyntaxError: {reason}"));
+        return Err(StripError::Syntax(reason));
     }
     let mut ast = parsed.program;
     if ast.body.len() != 1 {
         // A body that closes the wrapper early would run outside the sandboxed function.
-        return Err("SyntaxError: the program must be the body of one function".to_owned());
+        return Err(StripError::NotOneFunction);
     }
     let semantic = SemanticBuilder::new()
         .with_build_nodes(true)
@@ -192,7 +208,7 @@ fn strip(program: &str, params: &[String]) -> Result<Stripped, String> {
         // no meaning inside one function body.
         let refused = match node.kind() {
             AstKind::ImportExpression(_) | AstKind::ImportDeclaration(_) => {
-                return Err(IMPORT_REFUSED.to_owned());
+                return Err(StripError::Import);
             }
             AstKind::TSNamespaceDeclaration(n) if !n.declare => Some(
                 "namespaces are not supported inside a Code Mode program (use a plain object instead)",
@@ -206,19 +222,19 @@ fn strip(program: &str, params: &[String]) -> Result<Stripped, String> {
             _ => None,
         };
         if let Some(what) = refused {
-            return Err(format!("SyntaxError: TypeScript {what}"));
+            return Err(StripError::Unsupported(what));
         }
     }
     // Our refusals name the cause better than the checker's generic messages, so they go first.
     if let Some(error) = diagnostics.first() {
-        return Err(format!("SyntaxError: {}", error.message));
+        return Err(StripError::Syntax(error.message.to_string()));
     }
     let scoping = semantic.into_scoping();
     let options = TransformOptions::default();
     let stripped = Transformer::new(&allocator, Path::new("program.ts"), &options)
         .build_with_scoping(scoping, &mut ast);
     if let Some(error) = stripped.diagnostics.first() {
-        return Err(format!("SyntaxError: {}", error.message));
+        return Err(StripError::Syntax(error.message.to_string()));
     }
     let generated = Codegen::new()
         .with_options(CodegenOptions {
@@ -286,7 +302,9 @@ mod tests {
         .unwrap()
         .script;
         assert!(js.contains("this.x = x"), "{js}");
-        let error = strip_program("namespace N { export const x = 1 }", &params()).unwrap_err();
+        let error = strip_program("namespace N { export const x = 1 }", &params())
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("SyntaxError: TypeScript namespaces are not supported"),
             "{error}"
@@ -301,7 +319,7 @@ mod tests {
             "import { x } from './y';",
             "const m = await import('fs');",
         ] {
-            let error = strip_program(program, &params()).unwrap_err();
+            let error = strip_program(program, &params()).unwrap_err().to_string();
             assert!(
                 error.starts_with("SyntaxError: `import` is not available in Code Mode"),
                 "{program}: {error}"
@@ -346,11 +364,33 @@ mod tests {
     }
 
     #[test]
+    fn refusal_texts_are_the_model_facing_syntax_errors() {
+        assert_eq!(
+            strip_program("}\nfoo();\nasync function x() {", &params()).unwrap_err(),
+            StripError::NotOneFunction
+        );
+        assert_eq!(
+            StripError::NotOneFunction.to_string(),
+            "SyntaxError: the program must be the body of one function"
+        );
+        assert_eq!(
+            strip_program("import fs from 'fs';\nreturn 1;", &params()).unwrap_err(),
+            StripError::Import
+        );
+        assert_eq!(StripError::Import.to_string(), IMPORT_REFUSED);
+        assert_eq!(
+            StripError::TooDeep.to_string(),
+            "SyntaxError: the program nests deeper than 10000 levels"
+        );
+    }
+
+    #[test]
     fn absurd_nesting_is_refused_before_parsing() {
         let program = format!("return {}1{};", "[".repeat(50_000), "]".repeat(50_000));
         assert!(
             strip_program(&program, &params())
                 .unwrap_err()
+                .to_string()
                 .contains("nests deeper")
         );
     }
@@ -360,11 +400,13 @@ mod tests {
         assert!(
             strip_program("const = ;", &params())
                 .unwrap_err()
+                .to_string()
                 .starts_with("SyntaxError")
         );
         assert!(
             strip_program("}\nfoo();\nasync function x() {", &params())
                 .unwrap_err()
+                .to_string()
                 .starts_with("SyntaxError")
         );
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
+use dsh_code::BindingError;
 use dsh_code::BindingFn;
 use dsh_code::CodeBindingNamespace;
 use dsh_code::CodeErrorKind;
@@ -31,7 +32,7 @@ fn echo() -> BindingFn {
 }
 
 fn failing() -> BindingFn {
-    Arc::new(|_| Box::pin(async { Err("deliberate failure".to_owned()) }))
+    Arc::new(|_| Box::pin(async { Err(BindingError::Failed("deliberate failure".to_owned())) }))
 }
 
 fn tools(functions: Vec<(&str, BindingFn)>) -> Vec<CodeBindingNamespace> {

@@ -144,14 +144,18 @@ impl CommandCall {
 pub trait CommandHandler: Send + Sync + 'static {
     /// `Err(text)` is a failed handler: logged as an error result, then reported as
     /// [`CommandError::Failed`].
+    // String: a handler's failure is only logged and shown (`CommandError::Failed`); no caller
+    // branches on it, and the closure seam is implemented in every command crate.
     fn run(&self, call: CommandCall) -> BoxFuture<'static, Result<CommandResult, String>>;
 }
 
 impl<F, Fut> CommandHandler for F
 where
     F: Fn(CommandCall) -> Fut + Send + Sync + 'static,
+    // String: the closure form of the handler seam above.
     Fut: Future<Output = Result<CommandResult, String>> + Send + 'static,
 {
+    // String: the closure form of the handler seam above.
     fn run(&self, call: CommandCall) -> BoxFuture<'static, Result<CommandResult, String>> {
         Box::pin(self(call))
     }

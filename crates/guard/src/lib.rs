@@ -65,7 +65,7 @@ impl dsh_plugin::Plugin for RepeatPlugin {
             exclude: config.exclude,
             arguments_preview_chars: config.arguments_preview_chars,
         })
-        .map_err(dsh_plugin::PluginError::msg)?;
+        .map_err(|e| dsh_plugin::PluginError::msg(e.to_string()))?;
         let host = dsh_plugin::HostServices::of(ctx)?;
         repeat::install(&host.tools, &host.hooks, ctx, repeat);
         Ok(())

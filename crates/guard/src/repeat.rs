@@ -52,6 +52,20 @@ fn js_number(value: f64) -> String {
     }
 }
 
+/// Why `[plugins.repeat]` was refused (upstream's load-time messages; numbers as JavaScript
+/// prints them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RepeatConfigError {
+    #[error("{PLUGIN}: `thresholds` must not be empty")]
+    NoThresholds,
+    #[error("{PLUGIN}: invalid threshold {0} — every threshold must be an integer >= 2")]
+    Threshold(String),
+    #[error("{PLUGIN}: `thresholds` must not contain duplicates")]
+    DuplicateThreshold,
+    #[error("{PLUGIN}: invalid argumentsPreviewChars {0} — must be an integer >= 1")]
+    PreviewChars(String),
+}
+
 /// A validated configuration.
 #[derive(Debug, Clone)]
 pub struct Repeat {
@@ -63,34 +77,26 @@ pub struct Repeat {
 
 impl Repeat {
     /// Validates `config` with upstream's load-time messages.
-    pub fn new(config: &RepeatConfig) -> Result<Self, String> {
+    pub fn new(config: &RepeatConfig) -> Result<Self, RepeatConfigError> {
         if config.thresholds.is_empty() {
-            return Err(format!("{PLUGIN}: `thresholds` must not be empty"));
+            return Err(RepeatConfigError::NoThresholds);
         }
         let mut thresholds = Vec::new();
         for &value in &config.thresholds {
             if !(value.is_finite() && value.fract() == 0.0 && value >= 2.0) {
-                return Err(format!(
-                    "{PLUGIN}: invalid threshold {} — every threshold must be an integer >= 2",
-                    js_number(value)
-                ));
+                return Err(RepeatConfigError::Threshold(js_number(value)));
             }
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let value = value as u64;
             if thresholds.contains(&value) {
-                return Err(format!(
-                    "{PLUGIN}: `thresholds` must not contain duplicates"
-                ));
+                return Err(RepeatConfigError::DuplicateThreshold);
             }
             thresholds.push(value);
         }
         thresholds.sort_unstable();
         let preview = config.arguments_preview_chars;
         if !(preview.is_finite() && preview.fract() == 0.0 && preview >= 1.0) {
-            return Err(format!(
-                "{PLUGIN}: invalid argumentsPreviewChars {} — must be an integer >= 1",
-                js_number(preview)
-            ));
+            return Err(RepeatConfigError::PreviewChars(js_number(preview)));
         }
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let preview = preview as usize;
@@ -303,19 +309,19 @@ mod tests {
     #[test]
     fn item_08_bad_thresholds_fail_with_the_exact_messages() {
         assert_eq!(
-            Repeat::new(&config(&[1.0])).unwrap_err(),
+            Repeat::new(&config(&[1.0])).unwrap_err().to_string(),
             "repeat-tool-reminder: invalid threshold 1 — every threshold must be an integer >= 2"
         );
         assert_eq!(
-            Repeat::new(&config(&[])).unwrap_err(),
+            Repeat::new(&config(&[])).unwrap_err().to_string(),
             "repeat-tool-reminder: `thresholds` must not be empty"
         );
         assert_eq!(
-            Repeat::new(&config(&[3.0, 3.0])).unwrap_err(),
+            Repeat::new(&config(&[3.0, 3.0])).unwrap_err().to_string(),
             "repeat-tool-reminder: `thresholds` must not contain duplicates"
         );
         assert_eq!(
-            Repeat::new(&config(&[2.5])).unwrap_err(),
+            Repeat::new(&config(&[2.5])).unwrap_err().to_string(),
             "repeat-tool-reminder: invalid threshold 2.5 — every threshold must be an integer >= 2"
         );
         let bad_preview = RepeatConfig {
@@ -323,7 +329,7 @@ mod tests {
             ..RepeatConfig::default()
         };
         assert_eq!(
-            Repeat::new(&bad_preview).unwrap_err(),
+            Repeat::new(&bad_preview).unwrap_err().to_string(),
             "repeat-tool-reminder: invalid argumentsPreviewChars 0 — must be an integer >= 1"
         );
     }

@@ -37,6 +37,7 @@ use crate::DEFAULT_STDERR_SUMMARY_MAX_CHARS;
 use crate::DEFAULT_TIMEOUT_MS;
 use crate::Dialect;
 use crate::Event;
+use crate::HookConfigError;
 use crate::codec::HookOutput;
 use crate::codec::parse_hook_output;
 use crate::config::HookFile;
@@ -80,16 +81,13 @@ impl BridgeSettings {
         }
     }
 
-    fn summary_cap(&self, dialect: Dialect) -> Result<usize, String> {
+    fn summary_cap(&self, dialect: Dialect) -> Result<usize, HookConfigError> {
         let cap = self.stderr_summary_max_chars;
         if cap.is_finite() && cap >= 1.0 && cap.fract() == 0.0 && cap <= 9_007_199_254_740_991.0 {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             return Ok(cap as usize);
         }
-        Err(format!(
-            "{}: stderrSummaryMaxChars must be a positive integer",
-            dialect.plugin()
-        ))
+        Err(HookConfigError::SummaryCap(dialect))
     }
 }
 
@@ -222,7 +220,7 @@ impl HookBridge {
         settings: BridgeSettings,
         executor: Arc<dyn HookExecutor>,
         counter: Option<Arc<HandlerCounter>>,
-    ) -> Result<Loaded, String> {
+    ) -> Result<Loaded, HookConfigError> {
         let summary_cap = settings.summary_cap(dialect)?;
         let subs = Substitutions {
             plugin_root: settings.plugin_root.clone(),
@@ -470,7 +468,7 @@ impl HookBridge {
                 };
                 let output = match self.executor.run(request).await {
                     Ok(out) => parse_hook_output(out.exit_code, &out.stdout, &out.stderr, event),
-                    Err(message) => parse_hook_output(None, "", &message, event),
+                    Err(error) => parse_hook_output(None, "", &error.to_string(), event),
                 };
                 let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
                 self.warn_unhonoured(event, &output);

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::HookExecError;
 use dsh_kernel::BoxFuture;
 use dsh_plugin::SessionContext;
 use tokio::io::AsyncRead;
@@ -47,7 +48,7 @@ pub struct ExecOutput {
 /// cwd, missing shell): the bridge records it as a run with no exit code and the message as
 /// stderr, and the turn goes on.
 pub trait HookExecutor: Send + Sync {
-    fn run(&self, request: ExecRequest) -> BoxFuture<'static, Result<ExecOutput, String>>;
+    fn run(&self, request: ExecRequest) -> BoxFuture<'static, Result<ExecOutput, HookExecError>>;
 }
 
 /// The base environment of hook children.
@@ -111,9 +112,9 @@ impl LocalExecutor {
     }
 
     /// `clampTimeout`: a non-positive or non-finite value is refused.
-    pub fn resolve_timeout(&self, timeout_ms: f64) -> Result<Duration, String> {
+    pub fn resolve_timeout(&self, timeout_ms: f64) -> Result<Duration, HookExecError> {
         if !timeout_ms.is_finite() || timeout_ms <= 0.0 {
-            return Err(INVALID_TIMEOUT.to_owned());
+            return Err(HookExecError::InvalidTimeout);
         }
         Ok(Duration::from_secs_f64(
             timeout_ms.min(self.max_timeout_ms) / 1000.0,
@@ -122,18 +123,18 @@ impl LocalExecutor {
 }
 
 impl HookExecutor for LocalExecutor {
-    fn run(&self, request: ExecRequest) -> BoxFuture<'static, Result<ExecOutput, String>> {
+    fn run(&self, request: ExecRequest) -> BoxFuture<'static, Result<ExecOutput, HookExecError>> {
         let me = self.clone();
         Box::pin(async move { me.run_now(request).await })
     }
 }
 
 impl LocalExecutor {
-    async fn run_now(self, request: ExecRequest) -> Result<ExecOutput, String> {
+    async fn run_now(self, request: ExecRequest) -> Result<ExecOutput, HookExecError> {
         let timeout = self.resolve_timeout(request.timeout_ms)?;
         let cwd = match request.cwd {
             Some(cwd) => cwd,
-            None => std::env::current_dir().map_err(|e| format!("bash-local: {e}"))?,
+            None => std::env::current_dir().map_err(HookExecError::Cwd)?,
         };
         let env = dsh_process::ChildEnv::filtered((self.env)()).with(request.env.iter().cloned());
         // Resolved to an absolute path in the child's own PATH, so the spawn stays on
@@ -163,11 +164,9 @@ impl LocalExecutor {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|error| {
-            format!(
-                "bash-local: cannot run the hook in {}: {error}",
-                cwd.display()
-            )
+        let mut child = command.spawn().map_err(|source| HookExecError::Spawn {
+            cwd: cwd.clone(),
+            source,
         })?;
         let group = child
             .id()
@@ -206,7 +205,7 @@ impl LocalExecutor {
         }
         let exit_code = match status {
             Some(Ok(status)) => status.code(),
-            Some(Err(error)) => return Err(format!("bash-local: {error}")),
+            Some(Err(error)) => return Err(HookExecError::Wait(error)),
             None => {
                 let _ = child.kill().await;
                 None
@@ -285,7 +284,8 @@ mod tests {
     async fn item_50_invalid_timeouts_are_refused_before_spawning() {
         for bad in [0.0, -5.0, f64::NAN, f64::INFINITY] {
             let error = executor().run(request("true", bad)).await.unwrap_err();
-            assert_eq!(error, INVALID_TIMEOUT);
+            assert!(matches!(error, HookExecError::InvalidTimeout));
+            assert_eq!(error.to_string(), INVALID_TIMEOUT);
         }
         assert_eq!(
             executor().resolve_timeout(10_000_000.0).unwrap(),
@@ -317,8 +317,11 @@ mod tests {
         let mut req = request("true", 5_000.0);
         req.cwd = Some("/nonexistent/dir".into());
         let error = executor().run(req).await.unwrap_err();
+        assert!(matches!(error, HookExecError::Spawn { .. }), "{error}");
         assert!(
-            error.starts_with("bash-local: cannot run the hook in /nonexistent/dir"),
+            error
+                .to_string()
+                .starts_with("bash-local: cannot run the hook in /nonexistent/dir"),
             "{error}"
         );
     }

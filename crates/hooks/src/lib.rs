@@ -17,6 +17,7 @@
 mod bridge;
 mod codec;
 mod config;
+mod error;
 mod event;
 mod exec;
 mod matcher;
@@ -36,6 +37,8 @@ pub use config::Group;
 pub use config::HookFile;
 pub use config::LoadError;
 pub use config::Substitutions;
+pub use error::HookConfigError;
+pub use error::HookExecError;
 pub use event::HookEvent;
 pub use event::summarize_stderr;
 pub use exec::Confiner;

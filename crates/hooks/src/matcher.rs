@@ -3,6 +3,7 @@
 //! `new RegExp(p)`; the `regex` crate rejects look-around JS accepts).
 
 use crate::Dialect;
+use crate::HookConfigError;
 
 /// A compiled group matcher.
 #[derive(Debug, Clone)]
@@ -25,7 +26,7 @@ fn is_literal(pattern: &str) -> bool {
 impl Matcher {
     /// Compiles `pattern` for `dialect`, or returns upstream's diagnostic
     /// `invalid <mode> regex matcher <JSON pattern>`.
-    pub fn compile(pattern: Option<&str>, dialect: Dialect) -> Result<Self, String> {
+    pub fn compile(pattern: Option<&str>, dialect: Dialect) -> Result<Self, HookConfigError> {
         let Some(pattern) = pattern else {
             return Ok(Self::All);
         };
@@ -39,12 +40,9 @@ impl Matcher {
         }
         regress::Regex::new(pattern)
             .map(|regex| Self::Regex(Box::new(regex)))
-            .map_err(|_| {
-                format!(
-                    "invalid {} regex matcher {}",
-                    dialect.as_str(),
-                    serde_json::Value::from(pattern)
-                )
+            .map_err(|_| HookConfigError::Matcher {
+                dialect,
+                pattern: pattern.to_owned(),
             })
     }
 
@@ -103,11 +101,15 @@ mod tests {
     #[test]
     fn invalid_patterns_get_the_diagnostic_and_ecmascript_features_compile() {
         assert_eq!(
-            Matcher::compile(Some("["), Dialect::ClaudeCode).unwrap_err(),
+            Matcher::compile(Some("["), Dialect::ClaudeCode)
+                .unwrap_err()
+                .to_string(),
             "invalid claude-code regex matcher \"[\""
         );
         assert_eq!(
-            Matcher::compile(Some("("), Dialect::Codex).unwrap_err(),
+            Matcher::compile(Some("("), Dialect::Codex)
+                .unwrap_err()
+                .to_string(),
             "invalid codex regex matcher \"(\""
         );
         // Look-ahead and backreferences are ECMAScript, so they must be accepted.

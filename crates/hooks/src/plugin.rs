@@ -105,7 +105,7 @@ impl<D: DialectMarker> dsh_plugin::Plugin for HooksPlugin<D> {
         let confiner = session_confiner(sandbox, Some(host.info.home.clone()));
         let executor = Arc::new(LocalExecutor::with_shared_filter().with_confiner(confiner));
         let loaded = HookBridge::load(D::DIALECT, settings, executor, None)
-            .map_err(dsh_plugin::PluginError::msg)?;
+            .map_err(|e| dsh_plugin::PluginError::msg(e.to_string()))?;
         if let Some(bridge) = loaded.bridge {
             bridge.install(ctx, &host.tools, &host.hooks);
             if D::DIALECT == Dialect::ClaudeCode {

@@ -107,6 +107,15 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Why a `-c key=value` override was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssignmentError {
+    #[error("expected key=value, got {0:?}")]
+    NoEquals(String),
+    #[error("invalid key {0:?}")]
+    InvalidKey(String),
+}
+
 /// One or more configuration problems; nothing was applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<ConfigError>);
@@ -206,13 +215,13 @@ impl Overrides {
     }
 
     /// Parses `key=value`; the value is read as a TOML value, else taken as a string.
-    pub fn parse_assignment(text: &str) -> Result<(String, Value), String> {
+    pub fn parse_assignment(text: &str) -> Result<(String, Value), AssignmentError> {
         let (key, value) = text
             .split_once('=')
-            .ok_or_else(|| format!("expected key=value, got {text:?}"))?;
+            .ok_or_else(|| AssignmentError::NoEquals(text.to_owned()))?;
         let key = key.trim();
         if key.is_empty() || key.split('.').any(str::is_empty) {
-            return Err(format!("invalid key {key:?}"));
+            return Err(AssignmentError::InvalidKey(key.to_owned()));
         }
         let value = value.trim();
         let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
@@ -778,6 +787,15 @@ mod tests {
             Overrides::parse_assignment("model.name=deepseek-v4-pro").unwrap(),
             ("model.name".to_owned(), Value::from("deepseek-v4-pro"))
         );
-        assert!(Overrides::parse_assignment("novalue").is_err());
+        assert_eq!(
+            Overrides::parse_assignment("novalue")
+                .unwrap_err()
+                .to_string(),
+            "expected key=value, got \"novalue\""
+        );
+        assert_eq!(
+            Overrides::parse_assignment("a..b=1"),
+            Err(AssignmentError::InvalidKey("a..b".into()))
+        );
     }
 }

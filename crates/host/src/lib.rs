@@ -27,6 +27,7 @@ mod validate;
 mod vocabulary;
 pub mod watch;
 
+pub use config::AssignmentError;
 pub use config::Config;
 pub use config::ConfigError;
 pub use config::ConfigErrors;

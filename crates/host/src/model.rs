@@ -76,10 +76,10 @@ impl ModelAdapter for RoutedAdapter {
 struct LateResolver(Scope);
 
 impl AttachmentResolver for LateResolver {
-    fn load(&self, attachment: &Value) -> Result<ImageData, String> {
+    fn load(&self, attachment: &Value) -> Result<ImageData, dsh_llm::ImageLoadError> {
         self.0
             .service::<dyn AttachmentResolver>()
-            .ok_or_else(|| "no attachment store is mounted".to_owned())?
+            .ok_or(dsh_llm::ImageLoadError::NoStore)?
             .load(attachment)
     }
 }

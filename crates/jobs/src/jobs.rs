@@ -95,7 +95,7 @@ pub struct JobOutcome {
 /// The live side of a job, implemented by each producer.
 pub trait JobProducer: Send + Sync + 'static {
     /// Requests the work to stop; settlement follows through `done`.
-    fn cancel(&self, reason: Option<&str>) -> Result<(), String>;
+    fn cancel(&self, reason: Option<&str>) -> Result<(), JobError>;
     /// A consuming read of new output (stream jobs). `None` marks a final-output job.
     fn read_output(&self) -> Option<String> {
         None
@@ -105,8 +105,20 @@ pub trait JobProducer: Send + Sync + 'static {
 /// What `run()` hands back: the producer and its completion.
 pub struct JobRun {
     pub producer: Arc<dyn JobProducer>,
-    /// An `Err` settles the job as `failed` with that text.
-    pub done: BoxFuture<'static, Result<JobOutcome, String>>,
+    /// An `Err` settles the job as `failed` with its text.
+    pub done: BoxFuture<'static, Result<JobOutcome, JobError>>,
+}
+
+/// A producer's failure: its text becomes the job's `failed` detail (or the kill's error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// The producer could not stop its work.
+    #[error("{0}")]
+    CancelRefused(String),
+    /// The work failed before it produced an outcome.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// What to start.
@@ -292,7 +304,7 @@ impl JobsRuntime {
         tokio::spawn(async move {
             let outcome = done.await.unwrap_or_else(|err| JobOutcome {
                 status: JobStatus::Failed,
-                detail: Some(err),
+                detail: Some(err.to_string()),
                 output: None,
             });
             runtime.settle(&settle_id, outcome);
@@ -414,7 +426,9 @@ impl JobsRuntime {
             }
             Arc::clone(&record.producer)
         };
-        producer.cancel(reason).map_err(ShellError::plain)?;
+        producer
+            .cancel(reason)
+            .map_err(|e| ShellError::plain(e.to_string()))?;
         let mut state = self.lock();
         let record = state
             .find_mut(id)
@@ -518,7 +532,7 @@ impl JobsRuntime {
                         &id,
                         JobOutcome {
                             status: JobStatus::Failed,
-                            detail: Some(err),
+                            detail: Some(err.to_string()),
                             output: None,
                         },
                     );

@@ -12,9 +12,9 @@ struct Scripted {
 }
 
 impl JobProducer for Scripted {
-    fn cancel(&self, _reason: Option<&str>) -> Result<(), String> {
+    fn cancel(&self, _reason: Option<&str>) -> Result<(), JobError> {
         if self.fail_cancel {
-            return Err("cannot cancel".into());
+            return Err(JobError::CancelRefused("cannot cancel".into()));
         }
         if let Some(tx) = self.cancel_tx.lock().unwrap().take() {
             let _ = tx.send(());
@@ -42,7 +42,7 @@ fn scripted() -> (Handle, JobRun) {
     });
     let done = async move {
         tokio::select! {
-            outcome = finish_rx => outcome.map_err(|_| "dropped".to_owned()),
+            outcome = finish_rx => outcome.map_err(|_| JobError::Failed("dropped".to_owned())),
             _ = cancel_rx => Ok(JobOutcome { status: JobStatus::Killed, detail: Some("signal: SIGTERM".into()), output: None }),
         }
     };
@@ -178,7 +178,7 @@ async fn reads_consume_and_final_output_waits_for_settlement() {
     // A final-output job (no readOutput) yields "" until terminal, then its output.
     struct FinalOnly;
     impl JobProducer for FinalOnly {
-        fn cancel(&self, _reason: Option<&str>) -> Result<(), String> {
+        fn cancel(&self, _reason: Option<&str>) -> Result<(), JobError> {
             Ok(())
         }
     }

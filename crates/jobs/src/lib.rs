@@ -13,6 +13,7 @@ pub mod notice;
 // The jobs runtime reports its errors in the shell tools' error type (their exact texts).
 pub(crate) use dsh_process::error;
 
+pub use jobs::JobError;
 pub use jobs::JobsConfig;
 pub use jobs::JobsRuntime;
 pub use jobs::OwnerId;

@@ -103,3 +103,17 @@ impl LlmError {
         LlmFailure::new(self.code(), self.to_string())
     }
 }
+
+/// Why the bytes behind an image block could not be loaded (the request then fails with
+/// `cannot load image attachment: <this>`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImageLoadError {
+    #[error("no attachment store is mounted")]
+    NoStore,
+    #[error("invalid image attachment record: {0}")]
+    InvalidRecord(#[source] serde_json::Error),
+    /// The store's own reason (missing, corrupt, unreadable).
+    #[error("{0}")]
+    Unavailable(String),
+}

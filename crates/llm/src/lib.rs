@@ -38,6 +38,7 @@ pub use deepseek::USER_AGENT;
 pub use deepseek::anonymous_user_id;
 pub use deepseek::chat_request_body;
 pub use deepseek::chat_request_body_with;
+pub use error::ImageLoadError;
 pub use error::LlmError;
 pub use error::codes;
 pub use openai::OpenAiCompatibleAdapter;

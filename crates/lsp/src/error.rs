@@ -25,3 +25,24 @@ impl From<LspError> for dsh_tools::ToolError {
         dsh_tools::ToolError::coded("LspError", error.code, error.message)
     }
 }
+
+/// Why `[plugins.lsp]` was refused at load (upstream's messages; the plugin does not load).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LspConfigError {
+    #[error("lsp-stdio: server ids must be non-empty strings")]
+    EmptyServerId,
+    #[error(
+        "lsp-stdio: servers.{id}.{field} must be a positive integer no greater than 2147483647"
+    )]
+    Milliseconds { id: String, field: &'static str },
+    #[error("lsp-stdio: servers.{id}.{field} must be a positive integer")]
+    NotPositive { id: String, field: &'static str },
+    #[error("lsp-stdio: servers.{id}.command must be a non-empty string")]
+    NoCommand { id: String },
+    #[error("tool-lsp: maxLocations must be a positive integer")]
+    MaxLocations,
+    #[error("tool-lsp: maxResultChars must be a positive integer")]
+    MaxResultChars,
+    #[error("tool-lsp: timeoutMs must be a positive integer no greater than 2147483647")]
+    TimeoutMs,
+}

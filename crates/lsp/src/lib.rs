@@ -25,6 +25,7 @@ use dsh_tools::ToolRegistry;
 use serde::Deserialize;
 use serde::Serialize;
 
+pub use error::LspConfigError;
 pub use error::LspError;
 pub use service::LspProvider;
 pub use service::LspService;
@@ -104,14 +105,18 @@ impl Plugin for LspPlugin {
             max_result_chars: config.max_result_chars,
             timeout_ms: config.timeout_ms,
         };
-        tool_config.check().map_err(PluginError::msg)?;
+        tool_config
+            .check()
+            .map_err(|e| PluginError::msg(e.to_string()))?;
         if config.servers.is_empty() {
             return Err(PluginError::msg(
                 "lsp-stdio: servers must contain at least one server",
             ));
         }
         for (id, server) in &config.servers {
-            server.check(id).map_err(PluginError::msg)?;
+            server
+                .check(id)
+                .map_err(|e| PluginError::msg(e.to_string()))?;
         }
         let service = LspService::new();
         for (id, server) in config.servers {

@@ -28,6 +28,7 @@ use tokio::process::ChildStdin;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::LspConfigError;
 use crate::error::LspError;
 use crate::render::file_uri;
 use crate::service::LspAnswer;
@@ -80,18 +81,19 @@ fn default_kill_grace() -> u64 {
 
 impl ServerConfig {
     /// Upstream's load-time checks.
-    pub fn check(&self, id: &str) -> Result<(), String> {
+    pub fn check(&self, id: &str) -> Result<(), LspConfigError> {
         if id.trim().is_empty() {
-            return Err("lsp-stdio: server ids must be non-empty strings".to_owned());
+            return Err(LspConfigError::EmptyServerId);
         }
         for (name, value) in [
             ("shutdownTimeoutMs", self.shutdown_timeout_ms),
             ("killGraceMs", self.kill_grace_ms),
         ] {
             if value == 0 || value > 2_147_483_647 {
-                return Err(format!(
-                    "lsp-stdio: servers.{id}.{name} must be a positive integer no greater than 2147483647"
-                ));
+                return Err(LspConfigError::Milliseconds {
+                    id: id.to_owned(),
+                    field: name,
+                });
             }
         }
         for (name, value) in [
@@ -100,15 +102,14 @@ impl ServerConfig {
             ("maxDocumentBytes", self.max_document_bytes),
         ] {
             if value == 0 {
-                return Err(format!(
-                    "lsp-stdio: servers.{id}.{name} must be a positive integer"
-                ));
+                return Err(LspConfigError::NotPositive {
+                    id: id.to_owned(),
+                    field: name,
+                });
             }
         }
         if self.command.trim().is_empty() {
-            return Err(format!(
-                "lsp-stdio: servers.{id}.command must be a non-empty string"
-            ));
+            return Err(LspConfigError::NoCommand { id: id.to_owned() });
         }
         Ok(())
     }

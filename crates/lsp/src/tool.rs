@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::json;
 
+use crate::error::LspConfigError;
 use crate::render;
 use crate::service::LspAnswer;
 use crate::service::LspQuery;
@@ -56,18 +57,15 @@ impl Default for LspToolConfig {
 }
 
 impl LspToolConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), LspConfigError> {
         if self.max_locations == 0 {
-            return Err("tool-lsp: maxLocations must be a positive integer".to_owned());
+            return Err(LspConfigError::MaxLocations);
         }
         if self.max_result_chars == 0 {
-            return Err("tool-lsp: maxResultChars must be a positive integer".to_owned());
+            return Err(LspConfigError::MaxResultChars);
         }
         if self.timeout_ms == 0 || self.timeout_ms > 2_147_483_647 {
-            return Err(
-                "tool-lsp: timeoutMs must be a positive integer no greater than 2147483647"
-                    .to_owned(),
-            );
+            return Err(LspConfigError::TimeoutMs);
         }
         Ok(())
     }

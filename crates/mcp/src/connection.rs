@@ -247,6 +247,7 @@ pub(crate) async fn connect(
     list_changed: Arc<Notify>,
     timeout: Duration,
     side: ClientSide,
+    // String: the reason becomes the server's `last_error` status text and a log line only.
 ) -> Result<Connection, String> {
     let mut capabilities = ClientCapabilities::default();
     if !side.roots.is_empty() {

@@ -51,3 +51,12 @@ pub enum McpError {
     #[error(transparent)]
     Kernel(#[from] dsh_kernel::KernelError),
 }
+
+/// Why the configured servers did not start in the background (fails the host's start).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum McpStartError {
+    #[error("cannot start the configured MCP servers: {0}")]
+    Mount(#[source] McpError),
+    #[error("{0}")]
+    Provide(#[source] dsh_kernel::KernelError),
+}

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::McpOptions;
 use crate::McpServerConfig;
+use crate::error::McpStartError;
 
 /// `[plugins.mcp]`; `servers` are the `[[mcp.servers]]` rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,7 +100,7 @@ impl Plugin for McpPlugin {
         let connect = handle.spawn(async move {
             let outcome = crate::mount_servers(&scope, &registry, &config.servers, &options)
                 .await
-                .map_err(|e| format!("cannot start the configured MCP servers: {e}"))
+                .map_err(McpStartError::Mount)
                 .and_then(|servers| {
                     // Each server's prompts become slash commands once it is connected.
                     if let Some(commands) = dsh_commands::CommandRegistry::of(&scope) {
@@ -112,7 +113,7 @@ impl Plugin for McpPlugin {
                     scope
                         .provide(Arc::new(servers))
                         .map(drop)
-                        .map_err(|e| e.to_string())
+                        .map_err(McpStartError::Provide)
                 });
             task.finish(outcome);
         });

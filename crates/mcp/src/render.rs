@@ -137,7 +137,7 @@ fn text_of_block(kind: &str, block: &Value) -> String {
 fn image_decisions(
     content: &[Value],
     images: Option<&ImageSupport>,
-) -> Vec<Result<ImageAttachment, String>> {
+) -> Vec<Result<ImageAttachment, ImageUnavailable>> {
     let blocks: Vec<&Value> = content
         .iter()
         .filter(|b| str_at(b, "type") == Some("image"))
@@ -145,14 +145,14 @@ fn image_decisions(
     if blocks.is_empty() {
         return Vec::new();
     }
-    let refuse = |reason: &str| blocks.iter().map(|_| Err(reason.to_owned())).collect();
+    let refuse = |reason: ImageUnavailable| blocks.iter().map(|_| Err(reason.clone())).collect();
     let Some(support) = images else {
-        return refuse("no attachment store is mounted");
+        return refuse(ImageUnavailable::NoStore);
     };
     if !(support.accepts_images)() {
-        return refuse("the current model route does not declare image input");
+        return refuse(ImageUnavailable::NoImageInput);
     }
-    let checked: Vec<Result<(ImageAttachment, Vec<u8>), String>> = blocks
+    let checked: Vec<Result<(ImageAttachment, Vec<u8>), ImageUnavailable>> = blocks
         .iter()
         .map(|block| check_image(block, &support.accepted_media_types))
         .collect();
@@ -160,7 +160,7 @@ fn image_decisions(
         return checked
             .into_iter()
             .map(|c| match c {
-                Ok(_) => Err("another image in this result failed validation".to_owned()),
+                Ok(_) => Err(ImageUnavailable::SiblingFailed),
                 Err(reason) => Err(reason),
             })
             .collect();
@@ -173,27 +173,52 @@ fn image_decisions(
                 .store
                 .save_image(&attachment, &bytes)
                 .map(|()| attachment)
+                .map_err(ImageUnavailable::Store)
         })
         .collect()
 }
 
-fn check_image(block: &Value, accepted: &[String]) -> Result<(ImageAttachment, Vec<u8>), String> {
+/// Why an image block of a result stays text (`[image unavailable: <type>; <this>; …]`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ImageUnavailable {
+    #[error("no attachment store is mounted")]
+    NoStore,
+    #[error("the current model route does not declare image input")]
+    NoImageInput,
+    #[error("another image in this result failed validation")]
+    SiblingFailed,
+    #[error("image data is missing")]
+    Missing,
+    #[error("image data is not valid base64")]
+    NotBase64,
+    #[error("image bytes are not PNG/JPEG/WebP/GIF")]
+    Unrecognised,
+    #[error("image bytes are {actual}, not the declared {declared}")]
+    Mismatch { actual: String, declared: String },
+    #[error("{0} images are not accepted by this deployment")]
+    NotAccepted(String),
+    #[error(transparent)]
+    Store(dsh_tools::AttachmentStoreError),
+}
+
+fn check_image(
+    block: &Value,
+    accepted: &[String],
+) -> Result<(ImageAttachment, Vec<u8>), ImageUnavailable> {
     let declared = str_at(block, "mimeType").unwrap_or("");
-    let data = str_at(block, "data").ok_or("image data is missing")?;
+    let data = str_at(block, "data").ok_or(ImageUnavailable::Missing)?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
-        .map_err(|_| "image data is not valid base64".to_owned())?;
-    let (actual, width, height) =
-        sniff_image(&bytes).ok_or("image bytes are not PNG/JPEG/WebP/GIF")?;
+        .map_err(|_| ImageUnavailable::NotBase64)?;
+    let (actual, width, height) = sniff_image(&bytes).ok_or(ImageUnavailable::Unrecognised)?;
     if actual != declared {
-        return Err(format!(
-            "image bytes are {actual}, not the declared {declared}"
-        ));
+        return Err(ImageUnavailable::Mismatch {
+            actual: actual.to_owned(),
+            declared: declared.to_owned(),
+        });
     }
     if !accepted.iter().any(|m| m == actual) {
-        return Err(format!(
-            "{actual} images are not accepted by this deployment"
-        ));
+        return Err(ImageUnavailable::NotAccepted(actual.to_owned()));
     }
     let hex: String = Sha256::digest(&bytes)
         .iter()

@@ -22,7 +22,11 @@ fn b64(bytes: &[u8]) -> String {
 #[derive(Default)]
 struct Memory(Mutex<Vec<(ImageAttachment, Vec<u8>)>>);
 impl AttachmentStore for Memory {
-    fn save_image(&self, attachment: &ImageAttachment, bytes: &[u8]) -> Result<(), String> {
+    fn save_image(
+        &self,
+        attachment: &ImageAttachment,
+        bytes: &[u8],
+    ) -> Result<(), dsh_tools::AttachmentStoreError> {
         self.0
             .lock()
             .unwrap()

@@ -364,6 +364,8 @@ impl McpServer {
     }
 
     /// A resource as text for a prompt attachment (`@server:uri`, ACP resource links).
+    // String: shown to the person as is; shares the String error of `read_resource` and the
+    // other request helpers, which are typed together or not at all (follow-up).
     pub async fn resource_attachment(&self, uri: &str) -> Result<String, String> {
         let contents = self.read_resource(uri).await?;
         let mut parts = Vec::new();
@@ -503,6 +505,7 @@ impl Shared {
     }
 
     /// Connect, list, register; on success the connection becomes live.
+    // String: the reason becomes the server's `last_error` status text and a log line only.
     async fn connect_and_register(self: &Arc<Self>) -> Result<(), String> {
         let connection = connect(
             &self.name,
@@ -526,6 +529,7 @@ impl Shared {
 
     /// Replaces the registered generation with `tools`. All or nothing: on any conflict the
     /// new generation is rolled back and the previous one restored.
+    // String: the reason becomes the server's `last_error` status text and a log line only.
     fn register(self: &Arc<Self>, tools: &[rmcp::model::Tool]) -> Result<(), String> {
         if let Some(twice) = first_duplicate(tools.iter().map(|t| t.name.as_ref())) {
             return Err(format!(
@@ -577,6 +581,7 @@ impl Shared {
         definitions: Vec<Arc<ToolDefinition>>,
         tools: Vec<ToolStatus>,
         listing: String,
+        // String: reported through `register` (status text and log only).
     ) -> Result<(), String> {
         let scope = self
             .scope

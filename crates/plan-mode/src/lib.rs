@@ -16,6 +16,7 @@ pub mod tool;
 pub use state::DEFAULT_SECTION;
 pub use state::PlanMode;
 pub use state::PlanModeConfig;
+pub use state::PlanModeConfigError;
 pub use state::SetOutcome;
 pub use state::fold_plan;
 pub use state::install;
@@ -53,7 +54,7 @@ impl dsh_plugin::Plugin for PlanModePlugin {
     ) -> Result<(), dsh_plugin::PluginError> {
         let config = match config.section {
             Some(section) => PlanModeConfig::from_json(&serde_json::json!({ "section": section }))
-                .map_err(dsh_plugin::PluginError::msg)?,
+                .map_err(|e| dsh_plugin::PluginError::msg(e.to_string()))?,
             None => PlanModeConfig::default(),
         };
         let host = dsh_plugin::HostServices::of(ctx)?;

@@ -28,6 +28,17 @@ use crate::modes::plan_state_of;
 /// The shipped guidance (prose of our own; the configured text replaces it verbatim).
 pub const DEFAULT_SECTION: &str = "Plan mode is active. Stay in plan mode until exit_plan_mode succeeds or the user switches the session back. Explore with reads, searches and checks that change nothing: no edits, no configuration changes, no formatter rewrites, no commits. Mutating tools stay listed only so the tool list does not change; do not use them now. Do not use todo_write to plan. Use ask_user_question only for choices that belong to the user. Make the plan decision-complete: someone else should be able to carry it out without further questions. Submit the complete plan, starting with a # title, through exit_plan_mode as your only and final tool call; after a rejection, revise and submit again. If the review channel is unavailable, stay in plan mode and tell the user.";
 
+/// Why a plan-mode config was refused (upstream's load-time messages).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanModeConfigError {
+    #[error("PlanModeConfig needs a string `section`")]
+    NoSection,
+    #[error("PlanModeConfig needs a non-empty `section`")]
+    EmptySection,
+    #[error("PlanModeConfig has unknown key(s) {0} — config is {{ section }}")]
+    UnknownKeys(String),
+}
+
 /// `{section}` with upstream's load-time validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanModeConfig {
@@ -36,9 +47,9 @@ pub struct PlanModeConfig {
 
 impl PlanModeConfig {
     /// Validates a JSON config object with upstream's messages.
-    pub fn from_json(value: &Value) -> Result<Self, String> {
+    pub fn from_json(value: &Value) -> Result<Self, PlanModeConfigError> {
         let Some(map) = value.as_object() else {
-            return Err("PlanModeConfig needs a string `section`".into());
+            return Err(PlanModeConfigError::NoSection);
         };
         let unknown: Vec<&str> = map
             .keys()
@@ -46,16 +57,11 @@ impl PlanModeConfig {
             .filter(|k| *k != "section")
             .collect();
         if !unknown.is_empty() {
-            return Err(format!(
-                "PlanModeConfig has unknown key(s) {} — config is {{ section }}",
-                unknown.join(", ")
-            ));
+            return Err(PlanModeConfigError::UnknownKeys(unknown.join(", ")));
         }
         match map.get("section").and_then(Value::as_str) {
-            None => Err("PlanModeConfig needs a string `section`".into()),
-            Some(text) if text.trim().is_empty() => {
-                Err("PlanModeConfig needs a non-empty `section`".into())
-            }
+            None => Err(PlanModeConfigError::NoSection),
+            Some(text) if text.trim().is_empty() => Err(PlanModeConfigError::EmptySection),
             Some(text) => Ok(Self {
                 section: text.to_owned(),
             }),
@@ -339,6 +345,27 @@ mod tests {
     use dsh_session::SessionHeader;
 
     use super::*;
+
+    #[test]
+    fn config_refusals_name_what_to_fix() {
+        use serde_json::json;
+        assert_eq!(
+            PlanModeConfig::from_json(&json!(3)),
+            Err(PlanModeConfigError::NoSection)
+        );
+        assert_eq!(
+            PlanModeConfig::from_json(&json!({"section": "  "}))
+                .unwrap_err()
+                .to_string(),
+            "PlanModeConfig needs a non-empty `section`"
+        );
+        assert_eq!(
+            PlanModeConfig::from_json(&json!({"section": "x", "extra": 1, "more": 2}))
+                .unwrap_err()
+                .to_string(),
+            "PlanModeConfig has unknown key(s) extra, more — config is { section }"
+        );
+    }
 
     /// The definition: [`fold_plan`] of the events before the latest `request/header`.
     fn whole_log_header_state(events: &[Arc<Event>]) -> Option<bool> {

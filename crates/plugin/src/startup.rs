@@ -1,13 +1,17 @@
 //! Work a plugin starts in `apply` that the host waits for before the first session is used
 //! (MCP servers connecting). `apply` itself stays synchronous.
 
+use std::sync::Arc;
 use std::sync::Mutex;
 
 use tokio::sync::watch;
 
+/// A task's failure, kept whole until the host reports it.
+type Failure = Arc<dyn std::error::Error + Send + Sync>;
+
 struct Task {
     plugin: String,
-    done: watch::Receiver<Option<Result<(), String>>>,
+    done: watch::Receiver<Option<Result<(), Failure>>>,
 }
 
 /// The host's start-up tasks.
@@ -24,12 +28,14 @@ impl std::fmt::Debug for Startup {
 
 /// The completing side of one task.
 #[derive(Debug)]
-pub struct StartupTask(watch::Sender<Option<Result<(), String>>>);
+pub struct StartupTask(watch::Sender<Option<Result<(), Failure>>>);
 
 impl StartupTask {
-    /// Reports the task's outcome (an error fails the host's start, naming the plugin).
-    pub fn finish(self, outcome: Result<(), String>) {
-        self.0.send_replace(Some(outcome));
+    /// Reports the task's outcome (an error fails the host's start, naming the plugin, with
+    /// the error's text).
+    pub fn finish<E: std::error::Error + Send + Sync + 'static>(self, outcome: Result<(), E>) {
+        self.0
+            .send_replace(Some(outcome.map_err(|error| Arc::new(error) as Failure)));
     }
 }
 
@@ -68,8 +74,8 @@ impl Startup {
                 Ok(outcome) => outcome.clone().unwrap_or(Ok(())),
                 Err(_) => Ok(()),
             };
-            if let Err(message) = outcome {
-                failure.get_or_insert((task.plugin, message));
+            if let Err(error) = outcome {
+                failure.get_or_insert((task.plugin, error.to_string()));
             }
         }
         match failure {

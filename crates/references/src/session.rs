@@ -15,6 +15,7 @@ use dsh_kernel::Scope;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
+use dsh_session::SessionError;
 use dsh_session::SessionLog;
 use dsh_session::SessionStore;
 use dsh_session::WeakSessionLog;
@@ -161,8 +162,8 @@ pub struct SessionListing {
 
 /// Where referenced sessions are read from (live sessions win over stored ones).
 pub trait SessionReader: Send + Sync {
-    fn read_surface(&self, session_id: &str) -> Result<SurfaceSnapshot, String>;
-    fn list_sessions(&self) -> Result<Vec<SessionListing>, String>;
+    fn read_surface(&self, session_id: &str) -> Result<SurfaceSnapshot, SessionError>;
+    fn list_sessions(&self) -> Result<Vec<SessionListing>, SessionError>;
 }
 
 /// Reads the session store, preferring logs that are live in this process.
@@ -192,32 +193,31 @@ impl StoreReader {
 }
 
 impl SessionReader for StoreReader {
-    fn read_surface(&self, session_id: &str) -> Result<SurfaceSnapshot, String> {
+    fn read_surface(&self, session_id: &str) -> Result<SurfaceSnapshot, SessionError> {
         let live = dsh_sync::lock(&self.live)
             .get(session_id)
             .and_then(WeakSessionLog::upgrade);
         if let Some(log) = live {
-            return SurfaceSnapshot::of(&log).map_err(|e| e.to_string());
+            return SurfaceSnapshot::of(&log);
         }
-        let loaded = self.store.load(session_id).map_err(|e| e.to_string())?;
+        let loaded = self.store.load(session_id)?;
         let events = loaded
             .events
             .iter()
             .map(|e| e.as_ref().clone())
             .chain(loaded.repair)
             .collect();
-        let log = SessionLog::from_seed(loaded.header, events).map_err(|e| e.to_string())?;
-        let mut snapshot = SurfaceSnapshot::of(&log).map_err(|e| e.to_string())?;
+        let log = SessionLog::from_seed(loaded.header, events)?;
+        let mut snapshot = SurfaceSnapshot::of(&log)?;
         // The seed marker is ours, not the stored session's.
         snapshot.captured_through_seq = (loaded.events.len() as u64).checked_sub(1);
         Ok(snapshot)
     }
 
-    fn list_sessions(&self) -> Result<Vec<SessionListing>, String> {
+    fn list_sessions(&self) -> Result<Vec<SessionListing>, SessionError> {
         Ok(self
             .store
-            .list()
-            .map_err(|e| e.to_string())?
+            .list()?
             .into_iter()
             .map(|s| SessionListing {
                 session_id: s.id,
@@ -560,7 +560,7 @@ impl SessionReferences {
         };
         outcome
             .map_err(|e| e.to_string())
-            .and_then(|r| r)
+            .and_then(|r| r.map_err(|e| e.to_string()))
             .map_err(|cause| {
                 SessionReferenceError::new(
                     "SESSION_REFERENCE_READ_FAILED",

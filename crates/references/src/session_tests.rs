@@ -15,15 +15,15 @@ struct Fixed {
 }
 
 impl SessionReader for Fixed {
-    fn read_surface(&self, id: &str) -> Result<SurfaceSnapshot, String> {
+    fn read_surface(&self, id: &str) -> Result<SurfaceSnapshot, SessionError> {
         self.sessions
             .iter()
             .find(|s| s.session_id == id)
             .cloned()
-            .ok_or_else(|| format!("session \"{id}\" not found"))
+            .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
     }
 
-    fn list_sessions(&self) -> Result<Vec<SessionListing>, String> {
+    fn list_sessions(&self) -> Result<Vec<SessionListing>, SessionError> {
         Ok(self.listing.clone())
     }
 }
@@ -341,6 +341,9 @@ fn the_store_reader_prefers_live_logs() {
     )
     .unwrap();
     assert_eq!(reader.read_surface(log.id()).unwrap().items.len(), 2);
-    assert!(reader.read_surface("nope").is_err());
+    assert!(matches!(
+        reader.read_surface("nope"),
+        Err(SessionError::NotFound { .. })
+    ));
     assert_eq!(reader.list_sessions().unwrap().len(), 1);
 }

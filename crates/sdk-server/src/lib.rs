@@ -44,12 +44,18 @@ pub struct Initialize {
 }
 
 /// Builds the host for an `initialize` (configuration layers, plugins, start-up work such as
-/// MCP servers); `Err` is the message the client gets.
+/// MCP servers); `Err` is what the client is told.
 pub type Launch = Arc<
-    dyn Fn(Initialize) -> dsh_kernel::BoxFuture<'static, Result<dsh_host::Host, String>>
+    dyn Fn(Initialize) -> dsh_kernel::BoxFuture<'static, Result<dsh_host::Host, LaunchError>>
         + Send
         + Sync,
 >;
+
+/// Why the host for an `initialize` could not be built (the launcher's whole error chain, as
+/// the client's error message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LaunchError(pub String);
 
 /// One diagnostic line for stderr.
 pub type Note = Arc<dyn Fn(&str) + Send + Sync>;

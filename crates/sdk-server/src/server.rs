@@ -250,7 +250,7 @@ impl Server {
         let request = checked_initialize(params)?;
         let max_tokens = request.max_tokens;
         let cwd = request.cwd.clone();
-        let host = (self.launch)(request).await?;
+        let host = (self.launch)(request).await.map_err(|e| e.to_string())?;
         let sessions = host.sessions();
         sessions.set_max_tokens(max_tokens);
         let owner = host
@@ -435,13 +435,24 @@ impl Server {
     }
 }
 
-fn resolve_directory(base: &Path, path: &str) -> Result<PathBuf, String> {
+/// Why a session's requested directory cannot be used (`<method> <path>: <this>`).
+#[derive(Debug, thiserror::Error)]
+enum DirectoryError {
+    #[error("not a directory")]
+    NotADirectory,
+    #[error("no such directory")]
+    Missing,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn resolve_directory(base: &Path, path: &str) -> Result<PathBuf, DirectoryError> {
     let joined = base.join(path);
     match std::fs::metadata(&joined) {
-        Ok(meta) if meta.is_dir() => joined.canonicalize().map_err(|e| e.to_string()),
-        Ok(_) => Err("not a directory".to_owned()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("no such directory".to_owned()),
-        Err(e) => Err(e.to_string()),
+        Ok(meta) if meta.is_dir() => Ok(joined.canonicalize()?),
+        Ok(_) => Err(DirectoryError::NotADirectory),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(DirectoryError::Missing),
+        Err(e) => Err(DirectoryError::Io(e)),
     }
 }
 

@@ -50,6 +50,15 @@ use dsh_subagent::ChildProgress;
 use dsh_subagent::ProgressFn;
 
 const PREFIX: &str = "subagent-acp";
+
+/// How the connection task to an ACP child ended without a stop reason.
+#[derive(Debug, thiserror::Error)]
+enum ConnectionEnd {
+    #[error(transparent)]
+    Protocol(agent_client_protocol::Error),
+    #[error("the ACP connection task ended")]
+    TaskEnded,
+}
 pub const ABORTED_BEFORE_START: &str = "subagent request was aborted before the ACP child started";
 pub const CANCELLED_BEFORE_SESSION: &str = "subagent cancelled before the ACP session started";
 
@@ -213,7 +222,7 @@ async fn start(
     let shared = Arc::new(Shared::default());
     let prompt_text = dsh_protocol::text_of(&request.prompt);
     let (published_tx, published_rx) = tokio::sync::oneshot::channel::<()>();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<AcpStop, String>>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<AcpStop, ConnectionEnd>>();
     let permission = config.permission;
     let task = {
         let shared = shared.clone();
@@ -267,7 +276,7 @@ async fn start(
                     Ok(response.stop_reason)
                 })
                 .await;
-            let _ = done_tx.send(outcome.map_err(|e| e.to_string()));
+            let _ = done_tx.send(outcome.map_err(ConnectionEnd::Protocol));
         })
     };
     let eof_grace = Duration::from_millis(config.dispose_eof_grace_ms);
@@ -289,7 +298,7 @@ async fn start(
         published = published_rx => {
             if published.is_err() {
                 let detail = match (&mut done_rx).await {
-                    Ok(Err(error)) => error,
+                    Ok(Err(error)) => error.to_string(),
                     _ => "the ACP child closed before its session started".to_owned(),
                 };
                 reap(task).await;
@@ -317,9 +326,7 @@ async fn start(
     let name = config.provider_name.clone();
     let result_shared = shared.clone();
     let result: BoxFuture<'static, dsh_subagent::RunResult> = Box::pin(async move {
-        let outcome = done_rx
-            .await
-            .unwrap_or_else(|_| Err("the ACP connection task ended".to_owned()));
+        let outcome = done_rx.await.unwrap_or(Err(ConnectionEnd::TaskEnded));
         let text = dsh_sync::lock(&result_shared.text).clone();
         let output = if text.is_empty() {
             Vec::new()
@@ -340,7 +347,7 @@ async fn start(
             Err(error) => {
                 tracing::warn!("subagent-acp \"{name}\": child run failed (error): {error}");
                 let mut result = SubagentResult::new(output, StopReason::Error);
-                result.diagnostic = Some(dsh_subagent::limit_diagnostic(&error));
+                result.diagnostic = Some(dsh_subagent::limit_diagnostic(&error.to_string()));
                 result
             }
         })

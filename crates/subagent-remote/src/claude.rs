@@ -122,24 +122,47 @@ pub fn arguments(mode: ClaudePermission, task: &str) -> Vec<String> {
     ]
 }
 
+/// Why a Claude Code run did not succeed; `Display` is the failure category reported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResultFailure {
+    /// No `result` message arrived (the caller reports a failed process as `process-exit`).
+    #[error("missing-result")]
+    MissingResult,
+    /// A known error subtype (`error_max_turns`, …), reported as is.
+    #[error("{0}")]
+    Subtype(&'static str),
+    #[error("unknown")]
+    Unknown,
+    /// `subtype: success` with `is_error` set or a blank result.
+    #[error("invalid-success")]
+    InvalidSuccess,
+}
+
 /// Success only for a `result` message of subtype `success`, not an error, with a non-blank
 /// result; everything else is an error with a category.
-pub fn result_outcome(result: Option<&Value>) -> Result<String, String> {
+pub fn result_outcome(result: Option<&Value>) -> Result<String, ResultFailure> {
     let Some(result) = result else {
-        return Err("missing-result".to_owned());
+        return Err(ResultFailure::MissingResult);
     };
     let subtype = result
         .get("subtype")
         .and_then(Value::as_str)
         .unwrap_or("unknown");
     if subtype != "success" {
-        return Err(match subtype {
-            "error_during_execution"
-            | "error_max_turns"
-            | "error_max_budget_usd"
-            | "error_max_structured_output_retries" => subtype.to_owned(),
-            _ => "unknown".to_owned(),
-        });
+        return Err(
+            match [
+                "error_during_execution",
+                "error_max_turns",
+                "error_max_budget_usd",
+                "error_max_structured_output_retries",
+            ]
+            .into_iter()
+            .find(|known| *known == subtype)
+            {
+                Some(known) => ResultFailure::Subtype(known),
+                None => ResultFailure::Unknown,
+            },
+        );
     }
     let is_error = result
         .get("is_error")
@@ -150,7 +173,7 @@ pub fn result_outcome(result: Option<&Value>) -> Result<String, String> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     if is_error || text.trim().is_empty() {
-        return Err("invalid-success".to_owned());
+        return Err(ResultFailure::InvalidSuccess);
     }
     Ok(text.to_owned())
 }
@@ -238,17 +261,17 @@ async fn start(config: ClaudeConfig, request: StartRequest) -> Result<SubagentRu
         let result = match outcome {
             _ if cancelled => SubagentResult::new(Vec::new(), StopReason::Aborted),
             Ok(text) => SubagentResult::new(vec![ContentBlock::text(text)], StopReason::Completed),
-            Err(category) => {
+            Err(failure) => {
                 let (exit_code, signal_name) = status
                     .as_ref()
                     .map(dsh_tool_shell_exit)
                     .unwrap_or((None, None));
-                let category =
-                    if category == "missing-result" && status.is_some_and(|s| !s.success()) {
+                let category = match failure {
+                    ResultFailure::MissingResult if status.is_some_and(|s| !s.success()) => {
                         "process-exit".to_owned()
-                    } else {
-                        category
-                    };
+                    }
+                    failure => failure.to_string(),
+                };
                 let stage = if category == "process-exit" {
                     "process"
                 } else {
@@ -362,15 +385,27 @@ mod tests {
             result_outcome(Some(
                 &json!({"type": "result", "subtype": "success", "is_error": true, "result": "x"})
             )),
-            Err("invalid-success".to_owned())
+            Err(ResultFailure::InvalidSuccess)
         );
         assert_eq!(
             result_outcome(Some(
                 &json!({"type": "result", "subtype": "error_max_turns"})
             )),
-            Err("error_max_turns".to_owned())
+            Err(ResultFailure::Subtype("error_max_turns"))
         );
-        assert_eq!(result_outcome(None), Err("missing-result".to_owned()));
+        assert_eq!(
+            result_outcome(Some(&json!({"type": "result", "subtype": "error_other"})))
+                .unwrap_err()
+                .to_string(),
+            "unknown"
+        );
+        assert_eq!(result_outcome(None), Err(ResultFailure::MissingResult));
+        assert_eq!(ResultFailure::MissingResult.to_string(), "missing-result");
+        assert_eq!(
+            ResultFailure::Subtype("error_max_turns").to_string(),
+            "error_max_turns"
+        );
+        assert_eq!(ResultFailure::InvalidSuccess.to_string(), "invalid-success");
     }
 
     #[test]

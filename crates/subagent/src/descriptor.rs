@@ -172,7 +172,7 @@ impl Descriptor {
         let persona = optional("persona")?;
         let tool_filter = match map.get("toolFilter") {
             None => None,
-            Some(value) => Some(parse_tool_filter(value)?),
+            Some(value) => Some(parse_tool_filter(value).map_err(|e| e.to_string())?),
         };
         Ok(Some(Self::Continuable(ContinuableDescriptor {
             provider: provider.to_owned(),
@@ -185,15 +185,29 @@ impl Descriptor {
     }
 }
 
-fn parse_tool_filter(value: &Value) -> Result<ToolFilterSpec, String> {
-    const P: &str = "persisted subagent descriptor toolFilter";
+/// Why a persisted descriptor's `toolFilter` is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolFilterError {
+    #[error("{TOOL_FILTER} must be an object")]
+    NotAnObject,
+    #[error("{TOOL_FILTER} has unknown field \"{0}\"")]
+    UnknownField(String),
+    #[error("{TOOL_FILTER}.{0} must be an array of strings")]
+    NotStrings(&'static str),
+    #[error("{TOOL_FILTER} must declare allow and/or deny")]
+    Empty,
+}
+
+const TOOL_FILTER: &str = "persisted subagent descriptor toolFilter";
+
+fn parse_tool_filter(value: &Value) -> Result<ToolFilterSpec, ToolFilterError> {
     let Value::Object(map) = value else {
-        return Err(format!("{P} must be an object"));
+        return Err(ToolFilterError::NotAnObject);
     };
     if let Some(key) = map.keys().find(|k| *k != "allow" && *k != "deny") {
-        return Err(format!("{P} has unknown field \"{key}\""));
+        return Err(ToolFilterError::UnknownField(key.clone()));
     }
-    let list = |key: &str| -> Result<Option<Vec<String>>, String> {
+    let list = |key: &'static str| -> Result<Option<Vec<String>>, ToolFilterError> {
         match map.get(key) {
             None => Ok(None),
             Some(Value::Array(items)) => items
@@ -201,8 +215,8 @@ fn parse_tool_filter(value: &Value) -> Result<ToolFilterSpec, String> {
                 .map(|item| item.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>()
                 .map(Some)
-                .ok_or_else(|| format!("{P}.{key} must be an array of strings")),
-            Some(_) => Err(format!("{P}.{key} must be an array of strings")),
+                .ok_or(ToolFilterError::NotStrings(key)),
+            Some(_) => Err(ToolFilterError::NotStrings(key)),
         }
     };
     let filter = ToolFilterSpec {
@@ -210,7 +224,7 @@ fn parse_tool_filter(value: &Value) -> Result<ToolFilterSpec, String> {
         deny: list("deny")?,
     };
     if filter.is_empty() {
-        return Err(format!("{P} must declare allow and/or deny"));
+        return Err(ToolFilterError::Empty);
     }
     Ok(filter)
 }

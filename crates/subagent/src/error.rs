@@ -78,3 +78,24 @@ impl From<SubagentError> for ToolError {
         }
     }
 }
+
+/// Why a tool could not be mounted for a provider (a provider listener's refusal rolls the
+/// provider's registration back).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MountError {
+    #[error(
+        "tool-subagent: provider \"{provider}\" cannot enforce maxDepth (no depthLimit capability) — set maxDepth: 'provider-managed' to leave the recursion budget to the provider"
+    )]
+    NoDepthLimit { provider: String },
+    #[error(
+        "tool-subagent: provider \"{provider}\" does not support `backgroundMode: continuable`"
+    )]
+    NoContinuable { provider: String },
+    #[error(transparent)]
+    Scope(#[from] dsh_kernel::KernelError),
+    #[error(transparent)]
+    Define(#[from] dsh_tools::DefineError),
+    #[error(transparent)]
+    Register(#[from] dsh_tools::RegisterError),
+}

@@ -49,6 +49,7 @@ pub use descriptor::ToolFilterSpec;
 pub use descriptor::fold_first;
 pub use descriptor::fold_last_wins;
 pub use directory::AgentDirectory;
+pub use error::MountError;
 pub use error::SubagentError;
 pub use error::code;
 pub use host::AdapterFor;

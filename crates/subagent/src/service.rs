@@ -18,6 +18,7 @@ use dsh_protocol::ContentBlock;
 use indexmap::IndexMap;
 
 use crate::continuation::Manager;
+use crate::error::MountError;
 use crate::error::SubagentError;
 use crate::error::code;
 use crate::output::StopReason;
@@ -90,7 +91,7 @@ pub enum ProviderChange<'a> {
     Removed(&'a str),
 }
 
-type ProviderListener = Arc<dyn Fn(&ProviderChange<'_>) -> Result<(), String> + Send + Sync>;
+type ProviderListener = Arc<dyn Fn(&ProviderChange<'_>) -> Result<(), MountError> + Send + Sync>;
 
 /// A contribution run on every continuable child's scope after composition (e.g. `report`).
 /// It receives a sub-scope of the child's agent scope; removing the contribution disposes
@@ -201,10 +202,10 @@ impl Subagents {
             .map(|(_, l)| l.clone())
             .collect();
         for listener in listeners {
-            if let Err(message) = listener(&ProviderChange::Added(&provider)) {
+            if let Err(error) = listener(&ProviderChange::Added(&provider)) {
                 dsh_sync::lock(&self.providers).shift_remove(&name);
                 self.notify_removed(&name);
-                return Err(SubagentError::plain(message));
+                return Err(SubagentError::plain(error.to_string()));
             }
         }
         self.emit(None, &SubagentEvent::ProviderAdded { name: name.clone() });
@@ -232,11 +233,8 @@ impl Subagents {
             .map(|(_, l)| l.clone())
             .collect();
         for listener in listeners {
-            if let Err(message) = listener(&ProviderChange::Removed(name)) {
-                tracing::warn!(
-                    provider = name,
-                    "provider-removed listener failed: {message}"
-                );
+            if let Err(error) = listener(&ProviderChange::Removed(name)) {
+                tracing::warn!(provider = name, "provider-removed listener failed: {error}");
             }
         }
     }
@@ -245,7 +243,7 @@ impl Subagents {
     pub fn on_provider_change(
         &self,
         scope: &Scope,
-        listener: impl Fn(&ProviderChange<'_>) -> Result<(), String> + Send + Sync + 'static,
+        listener: impl Fn(&ProviderChange<'_>) -> Result<(), MountError> + Send + Sync + 'static,
     ) -> Disposer {
         let id = next_id();
         dsh_sync::lock(&self.listeners).push((id, Arc::new(listener)));

@@ -8,6 +8,7 @@ use std::time::Instant;
 use dsh_protocol::ContentBlock;
 use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::OwnerId;
+use dsh_tool_shell::jobs::JobError;
 use dsh_tool_shell::jobs::JobOutcome;
 use dsh_tool_shell::jobs::JobProducer;
 use dsh_tool_shell::jobs::JobRun;
@@ -360,7 +361,10 @@ impl TerminalTools {
                     if submit {
                         bytes.push(b'\r');
                     }
-                    session.write(bytes).await.map_err(|e| e.message)?;
+                    session
+                        .write(bytes)
+                        .await
+                        .map_err(|e| JobError::Failed(e.message))?;
                     match session.wait_ready(written_at, prompts, &cancel).await {
                         Ok(reason) => {
                             let detail = match session.status() {
@@ -598,7 +602,7 @@ struct SendJob {
 }
 
 impl JobProducer for SendJob {
-    fn cancel(&self, _reason: Option<&str>) -> Result<(), String> {
+    fn cancel(&self, _reason: Option<&str>) -> Result<(), JobError> {
         self.cancel.cancel();
         Ok(())
     }

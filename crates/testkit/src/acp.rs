@@ -38,6 +38,29 @@ struct Shared {
 
 type Stdin = Arc<tokio::sync::Mutex<Option<ChildStdin>>>;
 
+/// Why a scripted ACP step failed (reported as the scenario's failure line).
+#[derive(Debug, thiserror::Error)]
+pub enum AcpStepError {
+    #[error("stdin already closed")]
+    StdinClosed,
+    #[error("write to harness stdin: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("flush harness stdin: {0}")]
+    Flush(#[source] std::io::Error),
+    #[error("harness closed stdout while waiting for {0}")]
+    HarnessClosed(String),
+    #[error("timed out after {millis} ms waiting for {what}")]
+    TimedOutAfter { millis: u128, what: String },
+    #[error("timed out waiting for {0}")]
+    TimedOut(String),
+    #[error("{0}")]
+    MissingArgument(&'static str),
+    #[error("session/load failed: {0}")]
+    LoadFailed(Value),
+    #[error("unsupported step op {0}")]
+    UnsupportedOp(String),
+}
+
 struct Driver<'a> {
     ctx: &'a RunContext<'a>,
     shared: Arc<Mutex<Shared>>,
@@ -46,18 +69,16 @@ struct Driver<'a> {
     session_id: Option<String>,
 }
 
-async fn write_line(stdin: &Stdin, msg: &Value) -> Result<(), String> {
+async fn write_line(stdin: &Stdin, msg: &Value) -> Result<(), AcpStepError> {
     let mut guard = stdin.lock().await;
     let Some(pipe) = guard.as_mut() else {
-        return Err("stdin already closed".to_owned());
+        return Err(AcpStepError::StdinClosed);
     };
     let line = format!("{msg}\n");
     pipe.write_all(line.as_bytes())
         .await
-        .map_err(|e| format!("write to harness stdin: {e}"))?;
-    pipe.flush()
-        .await
-        .map_err(|e| format!("flush harness stdin: {e}"))
+        .map_err(AcpStepError::Write)?;
+    pipe.flush().await.map_err(AcpStepError::Flush)
 }
 
 /// Answers one agent→client request.
@@ -140,7 +161,7 @@ pub async fn run(ctx: &RunContext<'_>, steps: &[Step], answers: &[PermissionAnsw
                 if let Some(req) = reply {
                     let answer = client_reply(&shared, &req);
                     if let Err(e) = write_line(&stdin, &answer).await {
-                        lock(&shared).failures.push(e);
+                        lock(&shared).failures.push(e.to_string());
                     }
                 }
             }
@@ -214,7 +235,7 @@ impl Driver<'_> {
         lock(&self.shared).lines.len()
     }
 
-    async fn send(&mut self, method: &str, params: Value) -> Result<u64, String> {
+    async fn send(&mut self, method: &str, params: Value) -> Result<u64, AcpStepError> {
         self.next_id += 1;
         let id = self.next_id;
         write_line(
@@ -225,7 +246,7 @@ impl Driver<'_> {
         Ok(id)
     }
 
-    async fn notify(&self, method: &str, params: Value) -> Result<(), String> {
+    async fn notify(&self, method: &str, params: Value) -> Result<(), AcpStepError> {
         write_line(
             &self.stdin,
             &json!({"jsonrpc": "2.0", "method": method, "params": params}),
@@ -239,7 +260,7 @@ impl Driver<'_> {
         timeout: Duration,
         what: &str,
         mut cond: impl FnMut(&Shared) -> Option<T>,
-    ) -> Result<T, String> {
+    ) -> Result<T, AcpStepError> {
         let mut found = None;
         let mut eof = false;
         wait_until(timeout, || {
@@ -251,15 +272,15 @@ impl Driver<'_> {
         .await;
         match found {
             Some(v) => Ok(v),
-            None if eof => Err(format!("harness closed stdout while waiting for {what}")),
-            None => Err(format!(
-                "timed out after {} ms waiting for {what}",
-                timeout.as_millis()
-            )),
+            None if eof => Err(AcpStepError::HarnessClosed(what.to_owned())),
+            None => Err(AcpStepError::TimedOutAfter {
+                millis: timeout.as_millis(),
+                what: what.to_owned(),
+            }),
         }
     }
 
-    async fn response(&self, id: u64, timeout: Duration) -> Result<Value, String> {
+    async fn response(&self, id: u64, timeout: Duration) -> Result<Value, AcpStepError> {
         self.wait_for(timeout, &format!("the response to request {id}"), |st| {
             st.lines
                 .iter()
@@ -273,12 +294,12 @@ impl Driver<'_> {
         .await
     }
 
-    async fn wait_file(&self, rel: &str, timeout: Duration) -> Result<(), String> {
+    async fn wait_file(&self, rel: &str, timeout: Duration) -> Result<(), AcpStepError> {
         let path = self.ctx.workspace_file(rel);
         if wait_until(timeout, || path.exists()).await {
             Ok(())
         } else {
-            Err(format!("timed out waiting for workspace file {rel}"))
+            Err(AcpStepError::TimedOut(format!("workspace file {rel}")))
         }
     }
 
@@ -298,7 +319,7 @@ impl Driver<'_> {
         }
     }
 
-    async fn step(&mut self, step: &Step) -> Result<(), String> {
+    async fn step(&mut self, step: &Step) -> Result<(), AcpStepError> {
         let timeout = self.timeout(step);
         let cwd = self.ctx.workspace.to_string_lossy().into_owned();
         match step.op.as_str() {
@@ -330,13 +351,15 @@ impl Driver<'_> {
             "loadSession" => {
                 let session_id = step
                     .str_arg("sessionId")
-                    .ok_or("loadSession without sessionId")?
+                    .ok_or(AcpStepError::MissingArgument(
+                        "loadSession without sessionId",
+                    ))?
                     .to_owned();
                 let params = json!({"sessionId": session_id, "cwd": cwd, "mcpServers": []});
                 let id = self.send("session/load", params).await?;
                 let resp = self.response(id, timeout).await?;
                 if let Some(error) = resp.get("error") {
-                    return Err(format!("session/load failed: {error}"));
+                    return Err(AcpStepError::LoadFailed(error.clone()));
                 }
                 self.session_id = Some(session_id);
                 Ok(())
@@ -385,7 +408,9 @@ impl Driver<'_> {
                     .await
             }
             "waitForFile" => {
-                let rel = step.wait_for_file().ok_or("waitForFile without path")?;
+                let rel = step
+                    .wait_for_file()
+                    .ok_or(AcpStepError::MissingArgument("waitForFile without path"))?;
                 self.wait_file(rel, timeout).await
             }
             "waitForTurnStart" => {
@@ -406,7 +431,7 @@ impl Driver<'_> {
                 })
                 .await;
                 ok.then_some(()).ok_or_else(|| {
-                    format!("timed out waiting for child {child} turn {turn} to end")
+                    AcpStepError::TimedOut(format!("child {child} turn {turn} to end"))
                 })
             }
             "waitForTitleAfterTurnEnd" => {
@@ -416,14 +441,14 @@ impl Driver<'_> {
                 })
                 .await;
                 ok.then_some(()).ok_or_else(|| {
-                    "timed out waiting for a session title after the turn".to_owned()
+                    AcpStepError::TimedOut("a session title after the turn".to_owned())
                 })
             }
-            other => Err(format!("unsupported step op {other}")),
+            other => Err(AcpStepError::UnsupportedOp(other.to_owned())),
         }
     }
 
-    async fn wait_turn_start(&self, minimum: u64, timeout: Duration) -> Result<(), String> {
+    async fn wait_turn_start(&self, minimum: u64, timeout: Duration) -> Result<(), AcpStepError> {
         let ctx = self.ctx;
         let ok = wait_until(timeout, || {
             ctx.top_log()
@@ -431,12 +456,12 @@ impl Driver<'_> {
         })
         .await;
         ok.then_some(())
-            .ok_or_else(|| format!("timed out waiting for turn {minimum} to start"))
+            .ok_or_else(|| AcpStepError::TimedOut(format!("turn {minimum} to start")))
     }
 
     /// Prefers the session log; without one, "no model request in flight and stdout idle for
     /// 300 ms" counts as the end of the turn.
-    async fn wait_turn_end(&self, timeout: Duration) -> Result<(), String> {
+    async fn wait_turn_end(&self, timeout: Duration) -> Result<(), AcpStepError> {
         let ctx = self.ctx;
         let shared = &self.shared;
         let ok = wait_until(timeout, || match ctx.top_log() {
@@ -449,6 +474,6 @@ impl Driver<'_> {
         })
         .await;
         ok.then_some(())
-            .ok_or_else(|| "timed out waiting for the turn to end".to_owned())
+            .ok_or_else(|| AcpStepError::TimedOut("the turn to end".to_owned()))
     }
 }

@@ -61,27 +61,65 @@ impl Drop for AuxServers {
     }
 }
 
+/// Why the scenario's auxiliary servers could not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AuxServerError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid aux_servers in {}: {source}", path.display())]
+    Spec {
+        path: std::path::PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("unsupported aux server kind {0:?}")]
+    Kind(String),
+    #[error("invalid aux server address {host}:{port}: {source}")]
+    Address {
+        host: String,
+        port: u16,
+        source: std::net::AddrParseError,
+    },
+    #[error("aux server {0} is not on a loopback address")]
+    NotLoopback(SocketAddr),
+    #[error("cannot bind aux server {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
 /// Starts every `aux_servers` entry of the scenario in `dir` (none: an empty guard).
-pub async fn start(dir: &Path) -> Result<AuxServers, String> {
+pub async fn start(dir: &Path) -> Result<AuxServers, AuxServerError> {
     let path = dir.join("scenario.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let spec: SpecFile = serde_json::from_str(&text)
-        .map_err(|e| format!("invalid aux_servers in {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(&path).map_err(|source| AuxServerError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let spec: SpecFile = serde_json::from_str(&text).map_err(|source| AuxServerError::Spec {
+        path: path.clone(),
+        source,
+    })?;
     let mut servers = AuxServers::default();
     for aux in spec.aux_servers {
         if aux.kind != "http" {
-            return Err(format!("unsupported aux server kind {:?}", aux.kind));
+            return Err(AuxServerError::Kind(aux.kind));
         }
         let addr: SocketAddr = format!("{}:{}", aux.host, aux.port)
             .parse()
-            .map_err(|e| format!("invalid aux server address {}:{}: {e}", aux.host, aux.port))?;
+            .map_err(|source| AuxServerError::Address {
+                host: aux.host.clone(),
+                port: aux.port,
+                source,
+            })?;
         if !addr.ip().is_loopback() {
-            return Err(format!("aux server {addr} is not on a loopback address"));
+            return Err(AuxServerError::NotLoopback(addr));
         }
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| format!("cannot bind aux server {addr}: {e}"))?;
+            .map_err(|source| AuxServerError::Bind { addr, source })?;
         let aux = Arc::new(aux);
         let app = axum::Router::new().fallback(move |uri: Uri| {
             let aux = aux.clone();

@@ -237,29 +237,49 @@ pub async fn run_scenario(dir: &Path, opts: &RunnerOptions) -> ScenarioReport {
             failures,
             parity: Some(parity),
         },
-        Err(e) => failed(name, dir, vec![e]),
+        Err(e) => failed(name, dir, vec![e.to_string()]),
     }
 }
 
-fn expected_lines(scenario: &Scenario, key: &str) -> Result<Vec<Value>, String> {
+fn expected_lines(scenario: &Scenario, key: &str) -> Result<Vec<Value>, RunError> {
     let file = scenario
         .spec
         .expected
         .get(key)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("scenario has no expected.{key}"))?;
-    read_jsonl(&scenario.dir.join(file)).map_err(|e| e.to_string())
+        .ok_or_else(|| RunError::NoExpected(key.to_owned()))?;
+    Ok(read_jsonl(&scenario.dir.join(file))?)
 }
 
 type Outcome = (Vec<String>, Parity, String);
 
-async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, String> {
+/// Why a scenario could not be run to the judging (its one failure line).
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error(transparent)]
+    Testkit(#[from] crate::TestkitError),
+    #[error("cannot create DSH_HOME: {0}")]
+    Home(#[source] std::io::Error),
+    #[error("cannot write the dsh config: {0}")]
+    Config(#[source] std::io::Error),
+    #[error(transparent)]
+    Aux(#[from] crate::aux_server::AuxServerError),
+    #[error("scenario has no expected.{0}")]
+    NoExpected(String),
+    /// The driver's failures, joined: the harness never got going.
+    #[error("{0}")]
+    NotStarted(String),
+    #[error("unknown suite {0:?}")]
+    UnknownSuite(String),
+}
+
+async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, RunError> {
     let spec = &scenario.spec;
-    let ws = workspace::lay_out(&spec.workspace).map_err(|e| e.to_string())?;
+    let ws = workspace::lay_out(&spec.workspace)?;
     let home = tempfile::Builder::new()
         .prefix("dsh-conformance-home-")
         .tempdir()
-        .map_err(|e| format!("cannot create DSH_HOME: {e}"))?;
+        .map_err(RunError::Home)?;
     let mut config = crate::composition::config_toml(spec, home.path());
     if config.contains("config_path = ") {
         // The recorded compositions read their hook files from the launch folder. In dsh a
@@ -274,15 +294,13 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             toml_string(&folder.to_string_lossy())
         ));
     }
-    std::fs::write(home.path().join("config.toml"), config)
-        .map_err(|e| format!("cannot write the dsh config: {e}"))?;
+    std::fs::write(home.path().join("config.toml"), config).map_err(RunError::Config)?;
     let replay = ReplayServer::start(
         scenario,
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         Some(ws.path().to_path_buf()),
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     // Held until the judged run is over; dropping it stops the servers.
     let _aux = crate::aux_server::start(&scenario.dir).await?;
     let env: Vec<(String, String)> = spec
@@ -308,7 +326,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             let expected = expected_lines(scenario, "acp_stdout")?;
             let run = acp::run(&ctx, &spec.prompt_steps, &spec.permission_answers).await;
             if !run.started {
-                return Err(run.failures.join("; "));
+                return Err(RunError::NotStarted(run.failures.join("; ")));
             }
             failures.extend(run.failures);
             let kinds = judge::request_kinds(&spec.prompt_steps);
@@ -321,7 +339,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             let task = headless::task_of(spec);
             let run = headless::run(&ctx, &task, opts.headless_limit).await;
             if !run.started {
-                return Err(run.failures.join("; "));
+                return Err(RunError::NotStarted(run.failures.join("; ")));
             }
             failures.extend(run.failures);
             judge::judge_headless(
@@ -339,7 +357,7 @@ async fn execute(scenario: &Scenario, opts: &RunnerOptions) -> Result<Outcome, S
             );
             run.stderr
         }
-        other => return Err(format!("unknown suite {other:?}")),
+        other => return Err(RunError::UnknownSuite(other.to_owned())),
     };
     judge::judge_replay(&replay.unconsumed(), &replay.unanswered(), &mut failures);
     let logged: Vec<LoggedResult> = ctx.logs().iter().flat_map(|l| l.tool_results()).collect();

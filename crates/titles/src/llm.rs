@@ -16,6 +16,7 @@ use dsh_llm::ModelRequest;
 use dsh_llm::RequestPurpose;
 use dsh_protocol::ContentBlock;
 use dsh_protocol::FinishReason;
+use dsh_protocol::LlmFailure;
 use dsh_protocol::Message;
 use dsh_protocol::MessageSource;
 use dsh_protocol::StreamChunk;
@@ -165,8 +166,9 @@ impl LlmTitles {
         let timeout = Duration::from_millis(self.settings.timeout_ms);
         let text = match tokio::time::timeout(timeout, self.complete(request)).await {
             Ok(Ok(text)) => text,
-            Ok(Err(message)) => {
-                tracing::warn!(%message, "the session-title request failed");
+            Ok(Err(failure)) => {
+                let message = &failure.message;
+                tracing::warn!(%message, code = %failure.code, "the session-title request failed");
                 return;
             }
             Err(_) => {
@@ -204,8 +206,8 @@ impl LlmTitles {
         }
     }
 
-    /// The streamed text of one title request, or the failure message.
-    async fn complete(&self, request: ModelRequest) -> Result<String, String> {
+    /// The streamed text of one title request, or the provider's failure.
+    async fn complete(&self, request: ModelRequest) -> Result<String, LlmFailure> {
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
         let mut stream = self.adapter.stream(request, cancel);
@@ -216,7 +218,7 @@ impl LlmTitles {
                 StreamChunk::Finish { reason, .. } => {
                     return match reason {
                         FinishReason::Error { failure } | FinishReason::Aborted { failure } => {
-                            Err(failure.message)
+                            Err(failure)
                         }
                         _ => Ok(text),
                     };

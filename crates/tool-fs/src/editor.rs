@@ -86,6 +86,7 @@ mod tests {
     use std::time::Duration;
 
     use dsh_kernel::BoxFuture;
+    use dsh_tools::ClientRequestError;
     use dsh_tools::EditorFiles;
     use tokio_util::sync::CancellationToken;
 
@@ -110,14 +111,17 @@ mod tests {
             true
         }
 
-        fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, String>> {
+        fn read_text(
+            &self,
+            path: PathBuf,
+        ) -> BoxFuture<'static, Result<String, ClientRequestError>> {
             let text = self.open.lock().unwrap().get(&path).cloned();
             let stalled = self.stalled;
             Box::pin(async move {
                 if stalled {
                     std::future::pending::<()>().await;
                 }
-                text.ok_or_else(|| "not open".to_owned())
+                text.ok_or_else(|| ClientRequestError::Refused("not open".to_owned()))
             })
         }
 
@@ -125,7 +129,7 @@ mod tests {
             &self,
             path: PathBuf,
             content: String,
-        ) -> BoxFuture<'static, Result<(), String>> {
+        ) -> BoxFuture<'static, Result<(), ClientRequestError>> {
             self.open.lock().unwrap().insert(path, content);
             Box::pin(async { Ok(()) })
         }

@@ -173,7 +173,8 @@ pub async fn run(
             height,
             name: resolved.display.file_name().map(|n| n.to_string_lossy().into_owned()),
         };
-        support.store.save_image(&image, &bytes).map_err(FsError::plain)?;
+        support.store.save_image(&image, &bytes)
+            .map_err(|e| FsError::plain(e.to_string()))?;
         ctx.observe(&resolved.real, Observation::Present(FileVersion::of(&meta)));
         Ok(ReadImageOutput { path: p, image })
     })

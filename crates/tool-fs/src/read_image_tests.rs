@@ -1,5 +1,6 @@
 use super::*;
 use crate::policy::FilePolicy;
+use dsh_tools::AttachmentStoreError;
 use pretty_assertions::assert_eq;
 use std::sync::Mutex;
 
@@ -10,13 +11,17 @@ const RED_PNG: &str =
 struct Store(Mutex<Vec<String>>, Option<String>);
 
 impl AttachmentStore for Store {
-    fn save_image(&self, attachment: &ImageAttachment, _bytes: &[u8]) -> Result<(), String> {
+    fn save_image(
+        &self,
+        attachment: &ImageAttachment,
+        _bytes: &[u8],
+    ) -> Result<(), AttachmentStoreError> {
         if let Some(refusal) = &self.1 {
-            return Err(refusal.clone());
+            return Err(AttachmentStoreError::Refused(refusal.clone()));
         }
         self.0
             .lock()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| AttachmentStoreError::Refused(e.to_string()))?
             .push(attachment.attachment_id.clone());
         Ok(())
     }

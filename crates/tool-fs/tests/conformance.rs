@@ -224,7 +224,7 @@ impl read_image::AttachmentStore for KeepAll {
         &self,
         _attachment: &read_image::ImageAttachment,
         _bytes: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), dsh_tools::AttachmentStoreError> {
         Ok(())
     }
 }

@@ -20,6 +20,7 @@ use crate::bash::spawn_for;
 use crate::capture::Capture;
 use crate::context::ShellContext;
 use crate::error::ShellError;
+use crate::jobs::JobError;
 use crate::jobs::JobOutcome;
 use crate::jobs::JobProducer;
 use crate::jobs::JobRun;
@@ -93,7 +94,7 @@ impl JobSandbox {
 }
 
 impl JobProducer for BashJob {
-    fn cancel(&self, _reason: Option<&str>) -> Result<(), String> {
+    fn cancel(&self, _reason: Option<&str>) -> Result<(), JobError> {
         self.stop.notify_one();
         Ok(())
     }
@@ -204,7 +205,8 @@ fn spawn_job(args: &BashArgs, ctx: &ShellContext) -> JobRun {
             }
         };
         proc.finish(stopped).await;
-        let status = status.map_err(|err| format!("failed to wait for bash: {err}"))?;
+        let status =
+            status.map_err(|err| JobError::Failed(format!("failed to wait for bash: {err}")))?;
         let (code, signal) = process::exit_parts(&status);
         if let Some(sb) = &watcher.sandbox
             && !stopped

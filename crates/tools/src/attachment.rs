@@ -6,6 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::AttachmentStoreError;
+
 // The attachment of an image block: `{attachmentId:"sha256:<hex>", mediaType, bytes, width,
 // height, name?}`. No doc comment on the type: it is part of `read_image`'s output schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -25,7 +27,11 @@ pub struct ImageAttachment {
 /// attachment twice must be harmless (ids are content hashes). A refusal message passes
 /// through to the model unchanged.
 pub trait AttachmentStore: Send + Sync {
-    fn save_image(&self, attachment: &ImageAttachment, bytes: &[u8]) -> Result<(), String>;
+    fn save_image(
+        &self,
+        attachment: &ImageAttachment,
+        bytes: &[u8],
+    ) -> Result<(), AttachmentStoreError>;
 }
 
 /// Media type and pixel size from the header (PNG, GIF, WebP, JPEG); `None` when the bytes

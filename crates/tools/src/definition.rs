@@ -29,7 +29,16 @@ pub(crate) enum BodyFailure {
     /// The body (or argument validation) failed: becomes `Error: <message>`.
     Thrown(ToolError),
     /// The returned value could not be turned into JSON: `INVALID_TOOL_OUTPUT`.
-    Snapshot(String),
+    Snapshot(SnapshotError),
+}
+
+/// Why a body's return value has no JSON form (`value snapshot failed: <this>`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SnapshotError {
+    #[error(transparent)]
+    Serialize(#[from] serde_json::Error),
+    #[error("value has an unexpected type")]
+    UnexpectedType,
 }
 
 pub(crate) type BodyFn = Arc<
@@ -474,13 +483,13 @@ impl Drop for DeepValue {
 }
 
 /// The body's return as JSON, without a serialise round trip when it already is a `Value`.
-fn into_value<R: Serialize + 'static>(value: R) -> Result<Value, String> {
+fn into_value<R: Serialize + 'static>(value: R) -> Result<Value, SnapshotError> {
     let boxed: Box<dyn Any> = Box::new(value);
     match boxed.downcast::<Value>() {
         Ok(value) => Ok(*value),
         Err(other) => match other.downcast::<R>() {
-            Ok(typed) => serde_json::to_value(&*typed).map_err(|e| e.to_string()),
-            Err(_) => Err("value has an unexpected type".to_owned()),
+            Ok(typed) => Ok(serde_json::to_value(&*typed)?),
+            Err(_) => Err(SnapshotError::UnexpectedType),
         },
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use dsh_kernel::BoxFuture;
 use dsh_kernel::Scope;
 
+use crate::ClientRequestError;
 use crate::execution::ToolRun;
 
 /// Reads and writes text files through the client. Paths are absolute and already allowed by
@@ -22,9 +23,13 @@ pub trait EditorFiles: Send + Sync {
     /// Whether the client writes files (`fs.writeTextFile`).
     fn can_write(&self) -> bool;
     /// The whole text of `path` as the editor has it.
-    fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, String>>;
+    fn read_text(&self, path: PathBuf) -> BoxFuture<'static, Result<String, ClientRequestError>>;
     /// Replaces the text of `path` (creating it when absent).
-    fn write_text(&self, path: PathBuf, content: String) -> BoxFuture<'static, Result<(), String>>;
+    fn write_text(
+        &self,
+        path: PathBuf,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), ClientRequestError>>;
 }
 
 /// The editor visible from `scope`, if a front-end provided one.

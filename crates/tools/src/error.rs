@@ -272,3 +272,21 @@ pub enum SchemasError {
     #[error("tool \"{name}\" parameters must be lossless JSON before schema projection")]
     LossyParameters { name: String },
 }
+
+/// Why a front-end client did not serve a request a tool made of it (editor file access, a
+/// terminal). `Display` is the client's own text; the tool decides whether to fall back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientRequestError {
+    /// The client answered with an error, or the connection failed.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Why the attachment store did not keep an image. `Display` reaches the model unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttachmentStoreError {
+    #[error("{0}")]
+    Refused(String),
+}

@@ -54,6 +54,8 @@ pub use definition::ToolDefinition;
 pub use editor::EditorFiles;
 pub use editor::editor_files;
 pub use editor::editor_files_in;
+pub use error::AttachmentStoreError;
+pub use error::ClientRequestError;
 pub use error::DefineError;
 pub use error::FailureInfo;
 pub use error::PresentAsError;

@@ -13,6 +13,7 @@ use dsh_kernel::BoxFuture;
 use dsh_kernel::Scope;
 use tokio_util::sync::CancellationToken;
 
+use crate::ClientRequestError;
 use crate::execution::ToolRun;
 
 /// One command to run in a client terminal.
@@ -47,7 +48,10 @@ pub struct TerminalOutcome {
 /// Runs commands in the client's terminals.
 pub trait ClientTerminals: Send + Sync {
     /// `Err` when the client could not run it at all (the tool reports it as a failure).
-    fn run(&self, command: TerminalCommand) -> BoxFuture<'static, Result<TerminalOutcome, String>>;
+    fn run(
+        &self,
+        command: TerminalCommand,
+    ) -> BoxFuture<'static, Result<TerminalOutcome, ClientRequestError>>;
 }
 
 /// The client terminals visible from `scope`, if a front-end provided them.

@@ -25,6 +25,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+pub use answers::AnswersError;
 pub use answers::validate_answers;
 
 /// One choice of a question.

@@ -219,24 +219,51 @@ fn answers_from_a_client_are_validated_like_the_web_provider() {
     let not_an_option = Answers {
         answers: vec![Answer::selected("q", vec!["Z".into()])],
     };
-    assert!(validate_answers(&questions, &not_an_option).is_err());
+    assert_eq!(
+        validate_answers(&questions, &not_an_option)
+            .unwrap_err()
+            .to_string(),
+        "\"Z\" is not an option of question \"q\""
+    );
     let two = Answers {
         answers: vec![Answer::selected("q", vec!["A".into(), "B".into()])],
     };
-    assert!(validate_answers(&questions, &two).is_err());
+    assert_eq!(
+        validate_answers(&questions, &two).unwrap_err().to_string(),
+        "question \"q\" takes one choice or one custom answer"
+    );
     questions[0].multi_select = Some(true);
     assert_eq!(validate_answers(&questions, &two), Ok(()));
     let dup = Answers {
         answers: vec![Answer::selected("q", vec!["A".into(), "A".into()])],
     };
-    assert!(validate_answers(&questions, &dup).is_err());
+    assert_eq!(
+        validate_answers(&questions, &dup).unwrap_err().to_string(),
+        "duplicate label \"A\" for question \"q\""
+    );
     let blank = Answers {
         answers: vec![Answer::custom("q", "  ")],
     };
-    assert!(validate_answers(&questions, &blank).is_err());
+    assert_eq!(
+        validate_answers(&questions, &blank)
+            .unwrap_err()
+            .to_string(),
+        "blank custom answer for question \"q\""
+    );
     let wrong_id = Answers {
         answers: vec![Answer::selected("x", vec![])],
     };
-    assert!(validate_answers(&questions, &wrong_id).is_err());
-    assert!(validate_answers(&questions, &Answers::default()).is_err());
+    assert_eq!(
+        validate_answers(&questions, &wrong_id)
+            .unwrap_err()
+            .to_string(),
+        "answer \"x\" does not match question \"q\""
+    );
+    assert_eq!(
+        validate_answers(&questions, &Answers::default()),
+        Err(AnswersError::Count {
+            expected: 1,
+            got: 0
+        })
+    );
 }

@@ -23,6 +23,7 @@ pub use providers::ExaConfig;
 pub use providers::PerplexityConfig;
 pub use service::WebSearch;
 pub use tool::SECTION;
+pub use tool::SearchConfigError;
 pub use tool::SearchToolConfig;
 pub use tool::SessionEvents;
 pub use tool::section_text;
@@ -89,7 +90,9 @@ impl Plugin for WebSearchPlugin {
 
     fn apply(&self, ctx: &Scope, config: Self::Config) -> Result<(), PluginError> {
         let tool_config = config.tool();
-        tool_config.check().map_err(PluginError::msg)?;
+        tool_config
+            .check()
+            .map_err(|e| PluginError::msg(e.to_string()))?;
         let configured = config
             .search_provider
             .clone()

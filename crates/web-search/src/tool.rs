@@ -56,15 +56,22 @@ impl Default for SearchToolConfig {
     }
 }
 
+/// Why `[plugins.web_search]` was refused at load (upstream's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SearchConfigError {
+    #[error("tool-web: {0} must be a positive integer")]
+    NotPositive(&'static str),
+}
+
 impl SearchToolConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SearchConfigError> {
         for (name, value) in [
             ("searchMaxResults", self.search_max_results as u64),
             ("searchMaxQueries", self.search_max_queries as u64),
             ("searchTimeoutMs", self.search_timeout_ms),
         ] {
             if value == 0 {
-                return Err(format!("tool-web: {name} must be a positive integer"));
+                return Err(SearchConfigError::NotPositive(name));
             }
         }
         Ok(())

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dsh_agent::AgentHandle;
+use dsh_code::BindingError;
 use dsh_code::BindingFn;
 use dsh_code::CodeBindingNamespace;
 use dsh_code::CodeRunRequest;
@@ -236,6 +237,11 @@ impl RunShared {
     }
 
     /// Records the first fatal error and kills the run.
+    /// [`Self::die`] as the rejection of the binding call that caused it.
+    fn fail(&self, error: WorkflowError) -> BindingError {
+        BindingError::Failed(self.die(error))
+    }
+
     fn die(&self, error: WorkflowError) -> String {
         let message = error.message.clone();
         {
@@ -519,7 +525,7 @@ async fn drive(
 }
 
 fn binding(
-    f: impl Fn(Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync + 'static,
+    f: impl Fn(Value) -> BoxFuture<'static, Result<Value, BindingError>> + Send + Sync + 'static,
 ) -> BindingFn {
     Arc::new(f)
 }
@@ -567,7 +573,9 @@ fn bindings(shared: &Arc<RunShared>) -> CodeBindingNamespace {
         "agent".to_owned(),
         binding(move |args| {
             let Some(shared) = s.upgrade() else {
-                return Box::pin(async { Err("workflow run is over".to_owned()) });
+                return Box::pin(async {
+                    Err(BindingError::Failed("workflow run is over".to_owned()))
+                });
             };
             // The child is driven by a task of the run, so dropping this future (the program
             // ended) never leaks an undisposed child.
@@ -579,8 +587,9 @@ fn bindings(shared: &Arc<RunShared>) -> CodeBindingNamespace {
             });
             lock(&shared.tasks).push(task);
             Box::pin(async move {
-                rx.await
-                    .unwrap_or_else(|_| Err("workflow child task ended".to_owned()))
+                rx.await.unwrap_or_else(|_| {
+                    Err(BindingError::Failed("workflow child task ended".to_owned()))
+                })
             })
         }),
     );
@@ -672,19 +681,19 @@ fn parse_options(opts: &Value) -> Result<AgentOptionsIn, WorkflowError> {
 }
 
 /// One `agent()` call, start to disposal.
-async fn run_agent(shared: &Arc<RunShared>, args: Value) -> Result<Value, String> {
+async fn run_agent(shared: &Arc<RunShared>, args: Value) -> Result<Value, BindingError> {
     let prompt = args["prompt"].as_str().unwrap_or_default().to_owned();
     if prompt.is_empty() {
-        return Err(shared.die(WorkflowError::new(
+        return Err(shared.fail(WorkflowError::new(
             code::INVALID_ARGUMENT,
             "agent() requires a non-empty prompt string",
         )));
     }
-    let options = parse_options(&args["opts"]).map_err(|e| shared.die(e))?;
+    let options = parse_options(&args["opts"]).map_err(|e| shared.fail(e))?;
     let started = shared.started.fetch_add(1, Ordering::AcqRel);
     if started >= shared.max_total {
         shared.started.fetch_sub(1, Ordering::AcqRel);
-        return Err(shared.die(WorkflowError::new(
+        return Err(shared.fail(WorkflowError::new(
             code::AGENT_CAP,
             format!(
                 "this run reached its total agent cap ({}) — a runaway-loop backstop; raise the applicable maxTotalAgents limit if the scale is intentional",
@@ -703,11 +712,11 @@ async fn run_agent(shared: &Arc<RunShared>, args: Value) -> Result<Value, String
         .or_else(|| lock(&shared.phase).clone());
     let cancelled_error = || WorkflowError::new(code::CANCELLED, "workflow run cancelled");
     let permit = tokio::select! {
-        permit = shared.slots.clone().acquire_owned() => permit.map_err(|_| shared.die(cancelled_error()))?,
-        () = shared.signal.cancelled() => return Err(cancelled_error().message),
+        permit = shared.slots.clone().acquire_owned() => permit.map_err(|_| shared.fail(cancelled_error()))?,
+        () = shared.signal.cancelled() => return Err(BindingError::Failed(cancelled_error().message)),
     };
     if shared.signal.is_cancelled() {
-        return Err(cancelled_error().message);
+        return Err(BindingError::Failed(cancelled_error().message));
     }
     let mut request = StartRequest::new(
         shared.parent.clone(),
@@ -726,9 +735,9 @@ async fn run_agent(shared: &Arc<RunShared>, args: Value) -> Result<Value, String
         Ok(run) => run,
         Err(error) => {
             if shared.signal.is_cancelled() {
-                return Err(cancelled_error().message);
+                return Err(BindingError::Failed(cancelled_error().message));
             }
-            return Err(shared.die(WorkflowError::new(
+            return Err(shared.fail(WorkflowError::new(
                 code::AGENT_START,
                 format!(
                     "agent() could not start a child: {}: {}",
@@ -764,7 +773,7 @@ async fn run_agent(shared: &Arc<RunShared>, args: Value) -> Result<Value, String
         (Ok(result), _) => result,
         (Err(error), _) => {
             end(AgentOutcome::Failed);
-            return Err(shared.die(WorkflowError::new(
+            return Err(shared.fail(WorkflowError::new(
                 code::AGENT_RESULT,
                 format!("child agent run failed: {error}"),
             )));
@@ -788,7 +797,7 @@ async fn run_agent(shared: &Arc<RunShared>, args: Value) -> Result<Value, String
     }
     if shared.signal.is_cancelled() && lock(&shared.fatal).is_none() {
         end(AgentOutcome::Cancelled);
-        return Err(shared.die(cancelled_error()));
+        return Err(shared.fail(cancelled_error()));
     }
     end(AgentOutcome::Failed);
     Ok(Value::Null)

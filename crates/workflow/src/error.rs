@@ -18,6 +18,24 @@ pub mod code {
     pub const CANCELLED: &str = "CANCELLED";
 }
 
+/// Why `[plugins.ralph]` was refused (the plugin does not load).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RalphConfigError {
+    #[error("subagentProvider must be a non-empty normalized string")]
+    Provider,
+    #[error("{0} must be a positive safe integer")]
+    NotPositiveSafe(&'static str),
+}
+
+/// A completed Ralph workflow whose terminal value is not a success (the tool's error text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RalphResultError {
+    #[error("Ralph workflow returned a malformed terminal result")]
+    Malformed,
+    #[error("Ralph round {rounds} child failed before producing a structured report.\n{tail}")]
+    RoundFailed { rounds: u64, tail: String },
+}
+
 /// A workflow failure. Every hook misuse is fatal: it kills the script even inside combinators.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]

@@ -26,6 +26,8 @@ pub use engine::WorkflowRequest;
 pub use engine::WorkflowResult;
 pub use engine::WorkflowRun;
 pub use engine::WorkflowStop;
+pub use error::RalphConfigError;
+pub use error::RalphResultError;
 pub use error::WorkflowError;
 pub use error::code;
 pub use meta::Phase;

@@ -18,6 +18,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::json;
 
+use crate::RalphConfigError;
+use crate::RalphResultError;
 use crate::engine::WorkflowEngine;
 use crate::engine::WorkflowRequest;
 use crate::engine::WorkflowStop;
@@ -65,11 +67,11 @@ impl Default for RalphConfig {
 }
 
 impl RalphConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RalphConfigError> {
         if self.subagent_provider.is_empty()
             || self.subagent_provider.trim() != self.subagent_provider
         {
-            return Err("subagentProvider must be a non-empty normalized string".to_owned());
+            return Err(RalphConfigError::Provider);
         }
         for (name, value) in [
             ("maxRounds", self.max_rounds),
@@ -77,7 +79,7 @@ impl RalphConfig {
             ("maxResultChars", self.max_result_chars),
         ] {
             if value == 0 || value > MAX_SAFE {
-                return Err(format!("{name} must be a positive safe integer"));
+                return Err(RalphConfigError::NotPositiveSafe(name));
             }
         }
         Ok(())
@@ -99,8 +101,8 @@ fn plural(n: u64) -> &'static str {
 }
 
 /// The terminal value's text (or the round-failure error).
-fn render(result: &Value) -> Result<Result<String, String>, String> {
-    let malformed = || "Ralph workflow returned a malformed terminal result".to_owned();
+fn render(result: &Value) -> Result<String, RalphResultError> {
+    let malformed = || RalphResultError::Malformed;
     let status = result
         .get("status")
         .and_then(Value::as_str)
@@ -131,7 +133,7 @@ fn render(result: &Value) -> Result<Result<String, String>, String> {
                     plural(rounds)
                 ),
             };
-            Ok(Ok(format!("{head}\nFinal report:\n{}", pretty(report))))
+            Ok(format!("{head}\nFinal report:\n{}", pretty(report)))
         }
         "round-failed" => {
             let last = result.get("lastReport").ok_or_else(malformed)?;
@@ -140,9 +142,7 @@ fn render(result: &Value) -> Result<Result<String, String>, String> {
             } else {
                 format!("Last successful handoff:\n{}", pretty(last))
             };
-            Ok(Err(format!(
-                "Ralph round {rounds} child failed before producing a structured report.\n{tail}"
-            )))
+            Err(RalphResultError::RoundFailed { rounds, tail })
         }
         _ => Err(malformed()),
     }
@@ -156,7 +156,9 @@ pub fn install(
     scope: &Scope,
     config: RalphConfig,
 ) -> Result<(), ToolError> {
-    config.validate().map_err(ToolError::new)?;
+    config
+        .validate()
+        .map_err(|e| ToolError::new(e.to_string()))?;
     // Strong: the registration owns the engine; unregistering (scope disposal) releases it.
     let held = engine.clone();
     let config = Arc::new(config);
@@ -181,8 +183,8 @@ pub fn install(
             }),
             move |_, value| {
                 let text = match render(value.get("result").unwrap_or(&Value::Null)) {
-                    Ok(Ok(text)) => text,
-                    Ok(Err(text)) | Err(text) => text,
+                    Ok(text) => text,
+                    Err(error) => error.to_string(),
                 };
                 Ok(vec![ContentBlock::text(truncate_chars(&text, max_result, |_| {
                     "\n… [truncated]".to_owned()
@@ -287,13 +289,13 @@ async fn execute(
     workflow.dispose().await;
     match result.stop_reason {
         WorkflowStop::Completed => match render(&result.value) {
-            Ok(Ok(_)) => Ok(json!({
+            Ok(_) => Ok(json!({
                 "runId": workflow.id,
                 "agentsStarted": result.agents_started,
                 "result": result.value,
             })),
-            Ok(Err(text)) | Err(text) => Err(ToolError::new(truncate_chars(
-                &text,
+            Err(error) => Err(ToolError::new(truncate_chars(
+                &error.to_string(),
                 config.max_result_chars as usize,
                 |_| "\n… [truncated]".to_owned(),
             ))),

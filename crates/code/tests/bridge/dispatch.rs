@@ -581,9 +581,9 @@ impl dsh_code::CodeRuntime for Racer {
             let guard = seen.clone().lock_owned().await;
             tokio::spawn(async move {
                 let mut guard = guard;
-                guard.push(first.await);
-                guard.push(second.await);
-                guard.push(slow(json!({"i": 3})).await);
+                guard.push(first.await.map_err(|e| e.to_string()));
+                guard.push(second.await.map_err(|e| e.to_string()));
+                guard.push(slow(json!({"i": 3})).await.map_err(|e| e.to_string()));
             });
             Ok(dsh_code::CodeRunResult::default())
         })

@@ -375,7 +375,7 @@ async fn item_44_46_the_summary_cap_is_configurable_and_validated() {
             .err()
             .unwrap();
         assert_eq!(
-            error,
+            error.to_string(),
             format!(
                 "{}: stderrSummaryMaxChars must be a positive integer",
                 dialect.plugin()

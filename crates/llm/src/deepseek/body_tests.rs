@@ -234,8 +234,13 @@ fn images_are_detected_inside_tool_results() {
 struct Pixels;
 
 impl super::super::images::AttachmentResolver for Pixels {
-    fn load(&self, attachment: &Value) -> Result<super::super::images::ImageData, String> {
-        let id = attachment["attachmentId"].as_str().ok_or("no id")?;
+    fn load(
+        &self,
+        attachment: &Value,
+    ) -> Result<super::super::images::ImageData, crate::ImageLoadError> {
+        let id = attachment["attachmentId"]
+            .as_str()
+            .ok_or_else(|| crate::ImageLoadError::Unavailable("no id".into()))?;
         Ok(super::super::images::ImageData {
             media_type: "image/png".into(),
             bytes: id.as_bytes().to_vec(),

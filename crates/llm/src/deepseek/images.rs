@@ -37,7 +37,7 @@ impl fmt::Debug for ImageData {
 /// Loads the bytes behind an image block's `attachment` reference (the attachment store is
 /// owned elsewhere; the adapter only reads). `Err` carries a reason for the failure message.
 pub trait AttachmentResolver: Send + Sync {
-    fn load(&self, attachment: &Value) -> Result<ImageData, String>;
+    fn load(&self, attachment: &Value) -> Result<ImageData, crate::ImageLoadError>;
 }
 
 /// The image references of a user message, in wire order: its own image blocks, then the

@@ -511,13 +511,18 @@ async fn title_and_compaction_requests_shape_body_and_headers() {
 struct Store;
 
 impl dsh_llm::AttachmentResolver for Store {
-    fn load(&self, attachment: &serde_json::Value) -> Result<dsh_llm::ImageData, String> {
+    fn load(
+        &self,
+        attachment: &serde_json::Value,
+    ) -> Result<dsh_llm::ImageData, dsh_llm::ImageLoadError> {
         match attachment["attachmentId"].as_str() {
             Some("sha256:red") => Ok(dsh_llm::ImageData {
                 media_type: "image/png".into(),
                 bytes: vec![0x89, b'P', b'N', b'G'],
             }),
-            _ => Err("unknown attachment".into()),
+            _ => Err(dsh_llm::ImageLoadError::Unavailable(
+                "unknown attachment".into(),
+            )),
         }
     }
 }

@@ -75,7 +75,11 @@ pub fn stdio_config(name: &str, bin: &Path) -> McpServerConfig {
 pub struct MemoryStore(pub Mutex<Vec<(ImageAttachment, Vec<u8>)>>);
 
 impl AttachmentStore for MemoryStore {
-    fn save_image(&self, attachment: &ImageAttachment, bytes: &[u8]) -> Result<(), String> {
+    fn save_image(
+        &self,
+        attachment: &ImageAttachment,
+        bytes: &[u8],
+    ) -> Result<(), dsh_tools::AttachmentStoreError> {
         self.0
             .lock()
             .unwrap()

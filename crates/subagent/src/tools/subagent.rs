@@ -12,6 +12,7 @@ use dsh_kernel::ScopeKind;
 use dsh_protocol::ContentBlock;
 use dsh_tool_shell::JobsRuntime;
 use dsh_tool_shell::OwnerId;
+use dsh_tool_shell::jobs::JobError;
 use dsh_tool_shell::jobs::JobOutcome;
 use dsh_tool_shell::jobs::JobProducer;
 use dsh_tool_shell::jobs::JobRun;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::continuation::ContinuableStart;
 use crate::descriptor::ToolFilterSpec;
+use crate::error::MountError;
 use crate::error::SubagentError;
 use crate::output::StopReason;
 use crate::output::output_text;
@@ -180,17 +182,17 @@ fn validate(config: SubagentToolConfig) -> Result<Settings, SubagentError> {
 }
 
 /// Mount-time checks against the provider.
-fn check_mount(settings: &Settings, provider: &dyn SubagentProvider) -> Result<(), String> {
+fn check_mount(settings: &Settings, provider: &dyn SubagentProvider) -> Result<(), MountError> {
     let name = &settings.provider;
     if matches!(settings.max_depth, MaxDepth::Limit(_)) && !provider.capabilities().depth_limit {
-        return Err(format!(
-            "tool-subagent: provider \"{name}\" cannot enforce maxDepth (no depthLimit capability) — set maxDepth: 'provider-managed' to leave the recursion budget to the provider"
-        ));
+        return Err(MountError::NoDepthLimit {
+            provider: name.clone(),
+        });
     }
     if settings.mode == BackgroundMode::Continuable && !provider.supports_continuable() {
-        return Err(format!(
-            "tool-subagent: provider \"{name}\" does not support `backgroundMode: continuable`"
-        ));
+        return Err(MountError::NoContinuable {
+            provider: name.clone(),
+        });
     }
     Ok(())
 }
@@ -209,14 +211,12 @@ pub fn install(
         let settings = settings.clone();
         let mounted = mounted.clone();
         let scope = scope.clone();
-        move |provider: &Arc<dyn SubagentProvider>| -> Result<(), String> {
+        move |provider: &Arc<dyn SubagentProvider>| -> Result<(), MountError> {
             check_mount(&settings, provider.as_ref())?;
             let Some(subagents) = subagents.upgrade() else {
                 return Ok(());
             };
-            let child = scope
-                .child(ScopeKind::Plugin, format!("tool:{}", settings.tool_name))
-                .map_err(|e| e.to_string())?;
+            let child = scope.child(ScopeKind::Plugin, format!("tool:{}", settings.tool_name))?;
             if let Err(error) = mount_into(&subagents, &child, &settings, provider.as_ref()) {
                 child.dispose();
                 return Err(error);
@@ -228,7 +228,7 @@ pub fn install(
         }
     };
     if let Some(provider) = subagents.provider(&settings.provider) {
-        mount(&provider).map_err(SubagentError::plain)?;
+        mount(&provider).map_err(|e| SubagentError::plain(e.to_string()))?;
     } else {
         tracing::info!(
             "subagent provider \"{}\" not registered yet; the \"{}\" tool will register when it appears",
@@ -469,7 +469,7 @@ fn mount_into(
     scope: &Scope,
     settings: &Arc<Settings>,
     provider: &dyn SubagentProvider,
-) -> Result<(), String> {
+) -> Result<(), MountError> {
     let inherits = provider.inherits_parent_context();
     let runtime = subagents.runtime().clone();
     let service = Arc::downgrade(subagents);
@@ -509,12 +509,8 @@ fn mount_into(
                 execute(&subagents, &settings, &transcripts, args, run).await
             }
         })
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime
-        .tools
-        .register(scope, definition)
-        .map_err(|e| e.to_string())?;
+        .build()?;
+    runtime.tools.register(scope, definition)?;
     if settings.mode == BackgroundMode::Continuable
         && settings.background
         && let Some(prompts) = &runtime.prompts
@@ -643,7 +639,7 @@ struct SubagentJob {
 }
 
 impl JobProducer for SubagentJob {
-    fn cancel(&self, reason: Option<&str>) -> Result<(), String> {
+    fn cancel(&self, reason: Option<&str>) -> Result<(), JobError> {
         *dsh_sync::lock(&self.reason) = Some(
             reason
                 .unwrap_or("background subagent task killed")
