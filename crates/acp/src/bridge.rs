@@ -474,7 +474,12 @@ impl Bridge {
         let result = match live {
             Some(live) => self.attach_live(live, request.cwd, connection, cursor),
             None => self
-                .open_stored(id.clone(), request.cwd, connection, Some(cursor.unwrap_or(0)))
+                .open_stored(
+                    id.clone(),
+                    request.cwd,
+                    connection,
+                    Some(cursor.unwrap_or(0)),
+                )
                 .await
                 .map(|(modes, options, session)| {
                     (
