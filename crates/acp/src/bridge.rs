@@ -1147,6 +1147,7 @@ impl Bridge {
     /// [`dsh_commands::CommandResult::Switch`]): later prompts on the same `sessionId` go to
     /// the fork; the agent it replaces is disposed, its log kept as it is. The client's view
     /// is not replayed: the command's text says where the conversation went.
+    // String: the reason is only shown to the person as the command's error text.
     async fn switch(&self, session: &Arc<Session>, fork: &str) -> Result<(), String> {
         let parts = self.host.load(fork).map_err(|error| error.to_string())?;
         let connection = session.connection();

@@ -684,6 +684,7 @@ impl Session {
     /// Attaches another connection to this live session: it is sent the log's updates from
     /// `cursor` (all of them without one; see [`ClientView::cursor`]), then every new one, and
     /// it may answer the agent's requests. Returns the viewer's id for [`Session::detach`].
+    // String: the reason only becomes the message of an ACP internal error.
     pub(crate) fn attach_viewer(
         &self,
         connection: ConnectionTo<Client>,

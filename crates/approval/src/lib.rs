@@ -121,6 +121,7 @@ pub fn remember_for_session(
 }
 
 /// [`remember_for_session`] in the log of the agent an approval request came from.
+// String: a failure is only logged; the call it came with is decided all the same.
 pub fn remember_for_agent(
     agent: &dyn dsh_tools::AgentHandle,
     tool: &str,

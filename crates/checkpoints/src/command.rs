@@ -134,6 +134,7 @@ pub struct Undo {
 // String: the command-handler seam's error (see dsh_commands::CommandHandler).
 type Op = fn(&Undo, &SessionLog, &std::path::Path, &str) -> Result<CommandResult, String>;
 
+// String: the command-handler seam's error (see dsh_commands::CommandHandler).
 async fn run_op(
     undo: Undo,
     sessions: Arc<Sessions>,
@@ -162,6 +163,7 @@ async fn run_op(
     })
 }
 
+// String: an `Op` (above): the text is the command's error, shown as it is.
 fn undo(
     u: &Undo,
     log: &SessionLog,
@@ -174,6 +176,7 @@ fn undo(
         .map_err(|e| e.to_string())
 }
 
+// String: an `Op` (above): the text is the command's error, shown as it is.
 fn redo(
     u: &Undo,
     log: &SessionLog,
@@ -186,6 +189,7 @@ fn redo(
         .map_err(|e| e.to_string())
 }
 
+// String: an `Op` (above): the text is the command's error, shown as it is.
 fn rewind(
     u: &Undo,
     log: &SessionLog,

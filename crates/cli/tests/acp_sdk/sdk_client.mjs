@@ -186,10 +186,19 @@ await app.connectWith(stream, async (ctx) => {
   const closed = await agent.request(acp.methods.agent.session.close, { sessionId: id });
   expect("session/close answers", closed !== undefined, closed);
 
-  const before = agentFramesFor(id).length;
+  const before = frames.length;
   const resumed = await agent.request(acp.methods.agent.session.resume, { sessionId: id, cwd: work, mcpServers: [] });
   expect("session/resume answers with the session's modes", resumed.modes?.currentModeId?.endsWith("+plan"), resumed);
-  const replayed = agentFramesFor(id).slice(before).filter((f) => f.frame.method === "session/update");
+  // Only the frames up to the answer count: the commands and usage the agent sends right after
+  // it may already be recorded by the time this line runs.
+  const asked = frames.findIndex((f, i) => i >= before && f.from === "client" && f.frame.method === "session/resume");
+  const answered = frames.findIndex(
+    (f, i) => i > asked && f.from === "agent" && f.frame.id === frames[asked].frame.id && f.frame.method === undefined,
+  );
+  const replayed = frames
+    .slice(before, answered)
+    .filter((f) => f.from === "agent" && f.frame.params?.sessionId === id && f.frame.method === "session/update");
+  expect("session/resume found its request and answer frames", asked >= 0 && answered > asked, { asked, answered });
   expect("session/resume sends no update before its answer (no replay)", replayed.length === 0, replayed);
 
   const listed = await agent.request(acp.methods.agent.session.list, { cwd: work });
